@@ -1,0 +1,166 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * gstore filesystem: the object store that gstorefs (FUSE) and the CLI sit on.
+ *
+ * An image (file or block device) holds a superblock (+ copy), an allocation
+ * bitmap, a catalog of named objects and a journal of redo records; objects
+ * (arrays today; graphs and N-D spaces later) keep their data in extents.
+ * All I/O goes fs -> cache -> gpuq -> backend.
+ *
+ * Objects are named by inode number.  The namespace is a tree of directories
+ * (the root holds arrays/, graph/, nd/ and the virtual .gstore/).  Graph and
+ * N-D objects own hidden internal objects (GS_T_INTERNAL) for their data.
+ *
+ * All functions return 0 (or a count) on success and -errno on failure, with
+ * the errno a filesystem user expects (ENOENT, EEXIST, ENOTDIR, EISDIR,
+ * ENOTEMPTY, ENOSPC, EROFS, EINVAL, EFBIG, ERANGE, ENODATA, EOPNOTSUPP, EIO).
+ */
+#ifndef GSTORE_FS_H
+#define GSTORE_FS_H
+
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct gs_fs;
+struct gs_q;
+struct gs_cache;
+
+#define GS_ROOT_INO	1ULL
+#define GS_NAME_MAX	255
+
+enum gs_obj_type {
+	GS_T_DIR = 1,
+	GS_T_ARRAY = 2,		/* flat byte array: a regular file */
+	GS_T_GRAPH = 3,
+	GS_T_ND = 4,
+	GS_T_INTERNAL = 5,	/* hidden data object owned by another object */
+};
+
+struct gs_mkfs_opts {
+	uint64_t size;		/* bytes; 0: the device's/file's size (file: required) */
+	uint32_t block_size;	/* 4096 (default) .. 65536, power of two */
+	uint32_t journal_blocks; /* 0: automatic */
+	const char *label;
+	int force;		/* overwrite an existing gstore image */
+};
+int gs_fs_mkfs(const char *path, const struct gs_mkfs_opts *o);
+
+enum {
+	GS_FS_RDONLY = 1u << 0,
+	GS_FS_BUFFERED = 1u << 1,	/* no O_DIRECT (tests on tmpfs) */
+};
+
+struct gs_fs_opts {
+	const char *path;
+	uint32_t flags;		/* GS_FS_* */
+	size_t cache_bytes;	/* 0: 256 MiB */
+	uint32_t line_size;	/* cache line, 0: 64 KiB */
+	uint32_t pollers;	/* max pollers, 0: 2 */
+	uint32_t queue_depth;	/* 0: 128 */
+	const char *fault;	/* gs_q fault-injection spec (tests) */
+};
+/* Open, check the superblock, replay the journal. */
+int gs_fs_mount(struct gs_fs **fsp, const struct gs_fs_opts *o);
+/* Flush everything, mark clean, close.  Returns the flush's result. */
+int gs_fs_unmount(struct gs_fs *fs);
+
+struct gs_stat {
+	uint64_t ino;
+	uint64_t parent;
+	uint32_t type;		/* enum gs_obj_type */
+	uint32_t mode;		/* S_IFDIR/S_IFREG | permission bits */
+	uint32_t uid, gid;
+	uint32_t nlink;
+	uint64_t size;		/* bytes */
+	uint64_t blocks;	/* 512-byte units allocated */
+	struct timespec atime, mtime, ctime;
+};
+
+/* gs_fs_setattr() mask */
+enum {
+	GS_SET_MODE = 1u << 0,
+	GS_SET_UID = 1u << 1,
+	GS_SET_GID = 1u << 2,
+	GS_SET_SIZE = 1u << 3,
+	GS_SET_ATIME = 1u << 4,
+	GS_SET_MTIME = 1u << 5,
+	GS_SET_ATIME_NOW = 1u << 6,
+	GS_SET_MTIME_NOW = 1u << 7,
+};
+
+int gs_fs_lookup(struct gs_fs *fs, uint64_t parent, const char *name, struct gs_stat *st);
+int gs_fs_getattr(struct gs_fs *fs, uint64_t ino, struct gs_stat *st);
+int gs_fs_setattr(struct gs_fs *fs, uint64_t ino, const struct gs_stat *in, unsigned mask,
+		  struct gs_stat *out);
+/* Create a directory (GS_T_DIR) or an object of @type in @parent. */
+int gs_fs_create(struct gs_fs *fs, uint64_t parent, const char *name, uint32_t type,
+		 uint32_t mode, uint32_t uid, uint32_t gid, struct gs_stat *st);
+int gs_fs_unlink(struct gs_fs *fs, uint64_t parent, const char *name);
+int gs_fs_rmdir(struct gs_fs *fs, uint64_t parent, const char *name);
+/* flags: RENAME_NOREPLACE, RENAME_EXCHANGE (or -EINVAL) */
+int gs_fs_rename(struct gs_fs *fs, uint64_t parent, const char *name, uint64_t newparent,
+		 const char *newname, unsigned flags);
+
+/* Calls @fill for entries after @cookie until it returns non-zero.
+ * @next is the cookie to resume after this entry. */
+typedef int (*gs_fs_filldir)(void *arg, const char *name, const struct gs_stat *st,
+			     uint64_t next);
+int gs_fs_readdir(struct gs_fs *fs, uint64_t ino, uint64_t cookie, gs_fs_filldir fill,
+		  void *arg);
+
+/* Data: any offset and size; reads past EOF return short; holes read zeros. */
+ssize_t gs_fs_read(struct gs_fs *fs, uint64_t ino, void *buf, size_t len, uint64_t off);
+ssize_t gs_fs_write(struct gs_fs *fs, uint64_t ino, const void *buf, size_t len, uint64_t off);
+/* mode: 0, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE|KEEP_SIZE; else -EOPNOTSUPP */
+int gs_fs_fallocate(struct gs_fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t len);
+/* Durable once this returns 0: data (and metadata unless @datasync). */
+int gs_fs_fsync(struct gs_fs *fs, uint64_t ino, int datasync);
+int gs_fs_sync(struct gs_fs *fs);
+
+int gs_fs_getxattr(struct gs_fs *fs, uint64_t ino, const char *name, void *val, size_t size);
+int gs_fs_setxattr(struct gs_fs *fs, uint64_t ino, const char *name, const void *val,
+		   size_t size, int flags);
+int gs_fs_listxattr(struct gs_fs *fs, uint64_t ino, char *list, size_t size);
+int gs_fs_removexattr(struct gs_fs *fs, uint64_t ino, const char *name);
+
+struct gs_fs_statfs {
+	uint32_t block_size;
+	uint64_t blocks, bfree;
+	uint64_t files, ffree;
+	uint32_t name_max;
+};
+int gs_fs_statfs(struct gs_fs *fs, struct gs_fs_statfs *sf);
+
+/* Text for .gstore/info and .gstore/stats (live counters); returns length. */
+int gs_fs_info_text(struct gs_fs *fs, char *buf, size_t size);
+int gs_fs_stats_text(struct gs_fs *fs, char *buf, size_t size);
+
+/* The layers below, for object types built on top (graph, nd) and tools. */
+struct gs_cache *gs_fs_cache(struct gs_fs *fs);
+struct gs_q *gs_fs_queue(struct gs_fs *fs);
+
+/* fsck: exit-code bits like e2fsck */
+enum {
+	GS_FSCK_OK = 0,
+	GS_FSCK_FIXED = 1,
+	GS_FSCK_UNCORRECTED = 4,
+	GS_FSCK_ERROR = 8,	/* operational error (cannot open, not gstore) */
+};
+enum {
+	GS_FSCK_REPAIR = 1u << 0,
+	GS_FSCK_FORCE = 1u << 1,	/* check even if marked clean */
+};
+/* Check (and with GS_FSCK_REPAIR fix) an unmounted image.  Findings go
+ * to @report (may be NULL), one line each.  Returns GS_FSCK_* bits. */
+typedef void (*gs_fsck_report)(void *arg, const char *line);
+int gs_fs_fsck(const char *path, unsigned flags, gs_fsck_report report, void *arg);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GSTORE_FS_H */

@@ -1,0 +1,140 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * gstore I/O core (gpuq): request rings, poller threads and device backends.
+ *
+ * A gs_q owns one device (through a backend) and a set of poller threads.
+ * Producers (CPU threads, GPU kernels, other processes) put requests into
+ * rings (include/gstore_ring.h); pollers batch them into the backend and
+ * deliver completions per request (completion word) and/or through the
+ * ring's completion queue.  In-process callers can use the synchronous and
+ * callback helpers below, which ride on an internal ring.
+ *
+ * All functions return 0 (or a count) on success and -errno on failure.
+ * Nothing here prints; see gs_set_log_func() in gstore.h.
+ */
+#ifndef GSTORE_Q_H
+#define GSTORE_Q_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "gstore_ring.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct gs_q;
+
+/* Geometry the layers above size themselves from. */
+struct gs_q_geom {
+	uint32_t lba_size;	/* logical block size, bytes (O_DIRECT alignment) */
+	uint32_t opt_io;	/* optimal I/O size, bytes (>= lba_size) */
+	uint32_t max_io;	/* largest single request, bytes */
+	uint32_t queue_depth;	/* per poller queue depth */
+	uint32_t nr_queues;	/* hardware queues / pollers the device can use */
+	uint32_t nr_devices;	/* devices striped behind this queue (1 today) */
+	uint64_t capacity;	/* bytes */
+};
+
+enum {
+	GS_Q_RDONLY = 1u << 0,	/* open the device read-only */
+	GS_Q_BUFFERED = 1u << 1, /* no O_DIRECT (tmpfs images, tests) */
+	GS_Q_CREATE = 1u << 2,	/* create/extend an image file to .size */
+};
+
+struct gs_q_params {
+	const char *backend;	/* "uring" (default), "nvme", "uring-passthru" */
+	const char *path;	/* image file, block device, /dev/ngXnY, /dev/gstore-nvmeN */
+	uint64_t size;		/* with GS_Q_CREATE: image size in bytes */
+	uint32_t flags;		/* GS_Q_* */
+	uint32_t queue_depth;	/* per poller backend queue depth (0: 128) */
+	uint32_t min_pollers;	/* always-active pollers (0: 1) */
+	uint32_t max_pollers;	/* upper bound for dynamic scaling (0: min_pollers) */
+	uint32_t spin_us;	/* spin this long before blocking (0: 50) */
+	uint32_t ring_entries;	/* internal ring size, power of two (0: 1024) */
+	const char *fault;	/* fault-injection spec, see gs_q_fault(3); NULL: none */
+};
+
+int gs_q_open(struct gs_q **qp, const struct gs_q_params *p);
+void gs_q_close(struct gs_q *q);
+int gs_q_geometry(struct gs_q *q, struct gs_q_geom *g);
+
+/*
+ * Register a buffer region for zero-copy/fixed-buffer I/O (io_uring
+ * registered buffers).  Requests whose buffer lies inside a registered
+ * region use it automatically.  Regions must be registered before I/O
+ * touching them is submitted and stay valid until gs_q_close().
+ */
+int gs_q_register_buffer(struct gs_q *q, void *addr, size_t len);
+
+/* ---- in-process helpers (ride on an internal ring) ---- */
+
+/* Synchronous I/O: returns bytes transferred (== len) or -errno. */
+ssize_t gs_q_pread(struct gs_q *q, void *buf, size_t len, uint64_t off);
+ssize_t gs_q_pwrite(struct gs_q *q, const void *buf, size_t len, uint64_t off);
+/* Device cache flush (NVMe FLUSH / fdatasync). Ordered after every write
+ * that completed before the call. */
+int gs_q_flush(struct gs_q *q);
+
+/* Asynchronous I/O with a callback, run on a poller thread (keep it short). */
+struct gs_q_io;
+typedef void (*gs_q_cb)(struct gs_q_io *io, int64_t res);
+struct gs_q_io {
+	uint8_t op;		/* GS_OP_* */
+	uint32_t len;
+	uint64_t off;
+	void *buf;
+	gs_q_cb done;
+	void *priv;
+};
+/* Queue @n ios with one kick; returns n or -errno (nothing queued). */
+int gs_q_submit(struct gs_q *q, struct gs_q_io **ios, unsigned n);
+
+/* ---- rings for external producers (GPU, other processes) ---- */
+
+/* Bytes needed for a ring with @sq_entries requests, @cq_entries
+ * completions and @ncw completion words (entries: powers of two). */
+size_t gs_ring_bytes(uint32_t sq_entries, uint32_t cq_entries, uint32_t ncw);
+/* Format ring memory (process-shared, or pinned and GPU-mapped). */
+int gs_ring_init(void *mem, size_t bytes, uint32_t sq_entries, uint32_t cq_entries,
+		 uint32_t ncw, uint32_t flags);
+/* Let the pollers serve @ring.  @buf_base/@buf_len: region that
+ * GS_SQE_BUF_OFF offsets are relative to (may be NULL/0). */
+int gs_q_ring_add(struct gs_q *q, struct gs_ring *ring, void *buf_base, size_t buf_len);
+int gs_q_ring_del(struct gs_q *q, struct gs_ring *ring);
+/* Wake the pollers if they sleep (CPU producers; GPU rings are polled). */
+void gs_q_kick(struct gs_q *q);
+/* eventfd that gs_q_kick() writes; handed to other processes. */
+int gs_q_kick_fd(struct gs_q *q);
+
+/* ---- statistics ---- */
+struct gs_q_stats {
+	uint64_t reqs;		/* requests completed */
+	uint64_t read_bytes, write_bytes;
+	uint64_t errors;
+	uint64_t submits;	/* backend submit calls (syscalls) */
+	uint64_t sleeps;	/* times a poller blocked */
+	uint32_t inflight;	/* requests in the backend now */
+	uint32_t active_pollers;
+	uint32_t max_pollers;
+	uint32_t rings;
+};
+void gs_q_get_stats(struct gs_q *q, struct gs_q_stats *st);
+
+/*
+ * Fault injection (tests).  Spec, comma separated:
+ *   fail=N[:errno]	fail the Nth I/O (1-based) with errno (EIO default, ENOSPC, ...)
+ *   every=N[:errno]	fail every Nth I/O
+ *   op=read|write	only count that kind
+ *   tear=N		writes after the crash point persist only the first N bytes
+ *   powercut=N		after N writes, drop all unflushed writes (simulated power cut)
+ * gs_q_fault() changes the spec of a running queue ("" clears).
+ */
+int gs_q_fault(struct gs_q *q, const char *spec);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GSTORE_Q_H */
