@@ -151,8 +151,8 @@ struct gs_q *gs_fs_queue(struct gs_fs *fs);
  *
  * 1. Open references.  The kernel keeps using an inode after its last name
  *    is gone (a file unlinked or renamed over while open or mmapped).
- *    gstorefs calls gs_fs_open() when it opens a file and gs_fs_release()
- *    when the last handle closes.  While an object has open references,
+ *    gstorefs calls gs_fs_open() once per open handle and gs_fs_release()
+ *    once per close (the fs counts them).  While an object has open references,
  *    gs_fs_unlink() / rename-over remove the name only; the object (data
  *    and ino) is freed at the last gs_fs_release().  Objects orphaned by a
  *    crash are freed at the next mount (and fsck does not count them).
