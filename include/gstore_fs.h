@@ -170,6 +170,38 @@ struct gs_q *gs_fs_queue(struct gs_fs *fs);
 int gs_fs_open(struct gs_fs *fs, uint64_t ino, int flags);
 int gs_fs_release(struct gs_fs *fs, uint64_t ino);
 
+/*
+ * ---- REQUEST from N-D spaces (fs/nd*.c, issue 5) -- fs core owner, please
+ * review, implement or answer here.  Until these exist nd binds to them
+ * weakly and gs_nd_create/open on a gs_fs return -EOPNOTSUPP. ----
+ *
+ * 1. Internal objects: gs_fs_create_internal() makes a hidden GS_T_INTERNAL
+ *    object owned by @owner (in no directory; freed with its owner when the
+ *    owner is freed; fsck counts its extents as the owner's).
+ * 2. Data on a GS_T_ND object: gs_fs_read/gs_fs_write/gs_fs_fsync on a
+ *    GS_T_ND ino work as on an array (holes read zeros).  nd keeps its
+ *    superblock and N-level index there (small, through the cache).
+ * 3. Contiguous allocation: gs_fs_alloc_extent() backs [off, off+len) of
+ *    internal object @ino (off, len multiples of the fs block size) with ONE
+ *    contiguous device run and returns its device byte offset in *dev_off;
+ *    -ENOSPC when no free run is that long, -EEXIST if part of the range is
+ *    already mapped.  The mapping is durable after gs_fs_fsync(ino).  nd does
+ *    its block I/O on the run itself through gs_q (one request per building
+ *    block, O_DIRECT), never through gs_cache.  A run must not have dirty
+ *    cache lines of a previous owner left (please drop them when an extent
+ *    is freed); nd also calls gs_cache_flush_range + gs_cache_invalidate on
+ *    a fresh run before its first write.
+ * 4. gs_fs_bmap(): device byte offset of logical @off of @ino and the length
+ *    of the contiguous mapped run from there; -ENODATA for a hole.  nd calls
+ *    it to find its blocks again after a remount.
+ */
+enum { GS_ALLOC_CONTIG = 1u << 0 };
+int gs_fs_create_internal(struct gs_fs *fs, uint64_t owner, uint64_t *ino);
+int gs_fs_alloc_extent(struct gs_fs *fs, uint64_t ino, uint64_t off, uint64_t len,
+		       unsigned flags, uint64_t *dev_off);
+int gs_fs_bmap(struct gs_fs *fs, uint64_t ino, uint64_t off, uint64_t *dev_off,
+	       uint64_t *len);
+
 /* fsck: exit-code bits like e2fsck */
 enum {
 	GS_FSCK_OK = 0,
