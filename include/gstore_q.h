@@ -55,6 +55,7 @@ struct gs_q_params {
 	uint32_t spin_us;	/* spin this long before blocking (0: 50) */
 	uint32_t ring_entries;	/* internal ring size, power of two (0: 1024) */
 	const char *fault;	/* fault-injection spec, see gs_q_fault(3); NULL: none */
+	uint32_t idle_ms;	/* park a poller above min_pollers idle this long (0: 100) */
 };
 
 int gs_q_open(struct gs_q **qp, const struct gs_q_params *p);
@@ -103,11 +104,21 @@ int gs_ring_init(void *mem, size_t bytes, uint32_t sq_entries, uint32_t cq_entri
 /* Let the pollers serve @ring.  @buf_base/@buf_len: region that
  * GS_SQE_BUF_OFF offsets are relative to (may be NULL/0). */
 int gs_q_ring_add(struct gs_q *q, struct gs_ring *ring, void *buf_base, size_t buf_len);
+/* Stop serving @ring; waits until its popped requests have completed.
+ * Requests still queued in it are left there, unserved. */
 int gs_q_ring_del(struct gs_q *q, struct gs_ring *ring);
 /* Wake the pollers if they sleep (CPU producers; GPU rings are polled). */
 void gs_q_kick(struct gs_q *q);
 /* eventfd that gs_q_kick() writes; handed to other processes. */
 int gs_q_kick_fd(struct gs_q *q);
+
+/* CPU-side waits on a ring (any process that maps it): spin up to
+ * @spin_us, then futex-wait.  gs_ring_cw_wait() returns the result of
+ * completion word @i; gs_ring_cq_wait() pops one cqe into *c and returns 1,
+ * or 0 after @timeout_us (-1: none). */
+int64_t gs_ring_cw_wait(struct gs_ring *ring, uint32_t i, uint32_t spin_us);
+int gs_ring_cq_wait(struct gs_ring *ring, struct gs_cqe *c, uint32_t spin_us,
+		    int64_t timeout_us);
 
 /* ---- statistics ---- */
 struct gs_q_stats {
@@ -124,13 +135,23 @@ struct gs_q_stats {
 void gs_q_get_stats(struct gs_q *q, struct gs_q_stats *st);
 
 /*
- * Fault injection (tests).  Spec, comma separated:
- *   fail=N[:errno]	fail the Nth I/O (1-based) with errno (EIO default, ENOSPC, ...)
- *   every=N[:errno]	fail every Nth I/O
- *   op=read|write	only count that kind
- *   tear=N		writes after the crash point persist only the first N bytes
- *   powercut=N		after N writes, drop all unflushed writes (simulated power cut)
- * gs_q_fault() changes the spec of a running queue ("" clears).
+ * Fault injection (tests).  Active when the queue was opened with
+ * params.fault set (even to "") or backend "fault[:INNER]".  Spec, comma
+ * separated (gs_q_fault(3) has the details):
+ *   fail=N[:err]	fail the Nth counted I/O (1-based) with err (EIO default;
+ *			a number or a name: EIO, ENOSPC, EROFS, ENOMEM, EINVAL)
+ *   every=N[:err]	fail every Nth counted I/O
+ *   op=read|write|flush|all  which I/Os are counted (default all)
+ *   at=N		crash point: the first N writes are not affected (default 0)
+ *   tear=B		writes after the crash point persist only their first B
+ *			bytes (a multiple of the lba size) but report success
+ *   drop		writes after the crash point do not reach the device but
+ *			report success
+ *   powercut=N		volatile write cache: writes reach the device only at a
+ *			flush (reads see them); after the Nth write the cache is
+ *			lost and every later write and flush is silently dropped
+ * gs_q_fault() changes the spec of a running queue ("" clears, counters
+ * restart; data cached by powercut stays until the next flush).
  */
 int gs_q_fault(struct gs_q *q, const char *spec);
 

@@ -119,8 +119,12 @@ struct gs_ring {
 	uint8_t pad4[GS_CACHELINE - 8];
 	/* pollers that may be asleep; a CPU producer kicks when non-zero */
 	uint32_t sleepers;
+	/* CPU threads blocked in gs_ring_cq_wait(); a poller that posted cqes
+	 * bumps cq_futex and futex-wakes it when non-zero */
+	uint32_t cq_waiters;
+	uint32_t cq_futex;
 	uint32_t rsvd;
-	uint8_t pad5[GS_CACHELINE - 8];
+	uint8_t pad5[GS_CACHELINE - 16];
 };
 
 #ifdef __cplusplus
@@ -147,6 +151,7 @@ GS_HD int gs_cas64(uint64_t *p, uint64_t *exp, uint64_t des)
 	return GS_AREF(uint64_t, p).compare_exchange_weak(*exp, des, cuda::memory_order_relaxed);
 }
 GS_HD uint32_t gs_load_acq32(uint32_t *p) { return GS_AREF(uint32_t, p).load(cuda::memory_order_acquire); }
+GS_HD uint32_t gs_load_rlx32(uint32_t *p) { return GS_AREF(uint32_t, p).load(cuda::memory_order_relaxed); }
 GS_HD void gs_store_rel32(uint32_t *p, uint32_t v) { GS_AREF(uint32_t, p).store(v, cuda::memory_order_release); }
 GS_HD void gs_fence(void) { cuda::atomic_thread_fence(cuda::memory_order_seq_cst, cuda::thread_scope_system); }
 GS_HD void gs_cpu_relax(void) { __nanosleep(64); }
@@ -160,6 +165,7 @@ GS_HD int gs_cas64(uint64_t *p, uint64_t *exp, uint64_t des)
 	return __atomic_compare_exchange_n(p, exp, des, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
 }
 GS_HD uint32_t gs_load_acq32(uint32_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+GS_HD uint32_t gs_load_rlx32(uint32_t *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
 GS_HD void gs_store_rel32(uint32_t *p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
 GS_HD void gs_fence(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 GS_HD void gs_cpu_relax(void)
@@ -258,6 +264,21 @@ GS_HD int gs_sq_try_pop(struct gs_ring *r, struct gs_sqe *e)
 			t = gs_load_rlx64(&r->sq_head);
 		}
 	}
+}
+
+/*
+ * After a push (CPU producers): 1 when a poller may be asleep, so the
+ * producer must kick it (gs_q_kick() or a write to gs_q_kick_fd()).
+ */
+GS_HD int gs_sq_need_kick(struct gs_ring *r)
+{
+	/*
+	 * seq_cst fence: orders our slot's seq store (the push) before the
+	 * sleepers load.  The poller stores sleepers, fences, then re-checks
+	 * the ring, so one of the two sees the other (Dekker).
+	 */
+	gs_fence();
+	return gs_load_rlx32(&r->sleepers) != 0;
 }
 
 /* Requests pushed but not yet popped (a hint: racy by nature). */

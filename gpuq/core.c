@@ -1,0 +1,528 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The I/O core's public face: open/close a queue, the ring set, registered
+ * buffers, the in-process helpers (sync and callback I/O over an internal
+ * ring), kicks, statistics and fault control.  The poller threads that do
+ * the work live in poller.c.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "gpuq/gpuq_internal.h"
+#include "gs_log.h"
+
+#define DEF_DEPTH	128
+#define DEF_SPIN_US	50
+#define DEF_ENTRIES	1024
+#define DEF_IDLE_MS	100
+#define SYNC_SPIN_NS	20000	/* sync helpers spin this long before futex-waiting */
+
+static int is_pow2(uint32_t x)
+{
+	return x && !(x & (x - 1));
+}
+
+/* ---- ring set (copy-on-write, see gpuq_internal.h) ---- */
+
+/* Wait until no poller can still hold a ring set older than @gen. */
+static void rings_quiesce(struct gs_q *q, uint64_t gen)
+{
+	unsigned i;
+
+	for (i = 0; i < q->npollers; i++) {
+		struct poller *p = &q->pollers[i];
+
+		/* acquire: pairs with the poller's release of seen_gen */
+		while (__atomic_load_n(&p->seen_gen, __ATOMIC_ACQUIRE) < gen)
+			usleep(50);
+	}
+}
+
+/* Publish @ns in place of the current set; called with q->lock held. */
+static void rings_publish(struct gs_q *q, struct ringset *ns)
+{
+	struct ringset *old = q->rings;
+	uint64_t gen;
+
+	/* release: the new set's contents before its pointer */
+	__atomic_store_n(&q->rings, ns, __ATOMIC_RELEASE);
+	/*
+	 * release: a poller that reads the new generation also reads the new
+	 * set (it loads ring_gen, then q->rings).
+	 */
+	gen = __atomic_add_fetch(&q->ring_gen, 1, __ATOMIC_SEQ_CST);
+	if (q->pollers)
+		rings_quiesce(q, gen);
+	free(old);
+}
+
+static int rings_add(struct gs_q *q, struct qring *qr)
+{
+	struct ringset *os = q->rings, *ns;
+	unsigned n = os ? os->n : 0, i;
+
+	for (i = 0; i < n; i++)
+		if (os->r[i]->r == qr->r)
+			return -EEXIST;
+	ns = malloc(sizeof(*ns) + (n + 1) * sizeof(ns->r[0]));
+	if (!ns)
+		return -ENOMEM;
+	ns->n = n + 1;
+	ns->npolled = os ? os->npolled : 0;
+	if (n)
+		memcpy(ns->r, os->r, n * sizeof(ns->r[0]));
+	ns->r[n] = qr;
+	if (qr->flags & GS_RING_POLLED)
+		ns->npolled++;
+	rings_publish(q, ns);
+	return 0;
+}
+
+static struct qring *rings_del(struct gs_q *q, struct gs_ring *r)
+{
+	struct ringset *os = q->rings, *ns;
+	struct qring *qr = NULL;
+	unsigned i, j = 0;
+
+	if (!os)
+		return NULL;
+	ns = malloc(sizeof(*ns) + os->n * sizeof(ns->r[0]));
+	if (!ns)
+		return NULL;
+	ns->npolled = 0;
+	for (i = 0; i < os->n; i++) {
+		if (os->r[i]->r == r) {
+			qr = os->r[i];
+			continue;
+		}
+		ns->r[j++] = os->r[i];
+		if (os->r[i]->flags & GS_RING_POLLED)
+			ns->npolled++;
+	}
+	ns->n = j;
+	if (!qr) {
+		free(ns);
+		return NULL;
+	}
+	rings_publish(q, ns);
+	return qr;
+}
+
+int gs_q_ring_add(struct gs_q *q, struct gs_ring *ring, void *buf_base, size_t buf_len)
+{
+	struct qring *qr;
+	int ret;
+
+	if (!q || !ring || (!buf_base && buf_len))
+		return -EINVAL;
+	ret = gs_ring_check(ring);
+	if (ret)
+		return ret;
+	qr = calloc(1, sizeof(*qr));
+	if (!qr)
+		return -ENOMEM;
+	qr->r = ring;
+	qr->buf_base = buf_base;
+	qr->buf_len = buf_len;
+	qr->flags = ring->flags;
+	pthread_mutex_lock(&q->lock);
+	ret = rings_add(q, qr);
+	pthread_mutex_unlock(&q->lock);
+	if (ret) {
+		free(qr);
+		return ret;
+	}
+	/* poller 0 may sleep without having set sleepers on the new ring */
+	gs_q_kick(q);
+	return 0;
+}
+
+int gs_q_ring_del(struct gs_q *q, struct gs_ring *ring)
+{
+	struct qring *qr;
+
+	if (!q || !ring || ring == q->iring)
+		return -EINVAL;
+	pthread_mutex_lock(&q->lock);
+	qr = rings_del(q, ring);
+	pthread_mutex_unlock(&q->lock);
+	if (!qr)
+		return -ENOENT;
+	/* acquire: the pollers' last completions into the ring are done */
+	while (__atomic_load_n(&qr->inflight, __ATOMIC_ACQUIRE))
+		usleep(100);
+	free(qr);
+	return 0;
+}
+
+/* ---- open / close ---- */
+
+static const struct gs_backend_ops *pick_backend(const struct gs_q_params *p, int *is_fault)
+{
+	const char *name = p->backend && *p->backend ? p->backend : "uring";
+
+	*is_fault = p->fault || !strncmp(name, "fault", 5);
+	if (*is_fault)
+		return &gs_backend_fault;
+	return gs_backend_find(name);
+}
+
+static int iring_create(struct gs_q *q, uint32_t entries)
+{
+	size_t bytes = gs_ring_bytes(entries, 1, 0);
+	int ret;
+
+	q->iring = aligned_alloc(GS_CACHELINE, (bytes + GS_CACHELINE - 1) & ~(size_t)63);
+	if (!q->iring)
+		return -ENOMEM;
+	gs_ring_init(q->iring, bytes, entries, 1, 0, 0);
+	q->iqr = calloc(1, sizeof(*q->iqr));
+	if (!q->iqr) {
+		ret = -ENOMEM;
+		goto free_ring;
+	}
+	q->iqr->r = q->iring;
+	q->iqr->internal = 1;
+	ret = rings_add(q, q->iqr);
+	if (ret)
+		goto free_qr;
+	return 0;
+free_qr:
+	free(q->iqr);
+free_ring:
+	free(q->iring);
+	return ret;
+}
+
+int gs_q_open(struct gs_q **qp, const struct gs_q_params *p)
+{
+	struct gs_q *q;
+	uint32_t entries;
+	int ret;
+
+	if (!qp || !p || !p->path)
+		return -EINVAL;
+	*qp = NULL;
+	entries = p->ring_entries ? p->ring_entries : DEF_ENTRIES;
+	if (!is_pow2(entries) || p->max_pollers > GS_Q_MAX_POLLERS ||
+	    p->min_pollers > GS_Q_MAX_POLLERS || (p->queue_depth && p->queue_depth > 32768))
+		return -EINVAL;
+	if (p->flags & ~(uint32_t)(GS_Q_RDONLY | GS_Q_BUFFERED | GS_Q_CREATE))
+		return -EINVAL;
+
+	q = calloc(1, sizeof(*q));
+	if (!q)
+		return -ENOMEM;
+	q->flags = p->flags;
+	q->depth = p->queue_depth ? p->queue_depth : DEF_DEPTH;
+	q->min_pollers = p->min_pollers ? p->min_pollers : 1;
+	q->max_pollers = p->max_pollers ? p->max_pollers : q->min_pollers;
+	if (q->max_pollers < q->min_pollers)
+		q->max_pollers = q->min_pollers;
+	q->spin_ns = (p->spin_us ? p->spin_us : DEF_SPIN_US) * 1000u;
+	q->idle_ns = (uint64_t)(p->idle_ms ? p->idle_ms : DEF_IDLE_MS) * 1000000u;
+	q->kick_fd = -1;
+	pthread_mutex_init(&q->lock, NULL);
+
+	q->ops = pick_backend(p, &q->is_fault);
+	if (!q->ops) {
+		gs_err("gpuq: unknown backend '%s'", p->backend);
+		ret = -ENODEV;
+		goto free_q;
+	}
+	ret = q->ops->open(&q->bd, p);
+	if (ret)
+		goto free_q;
+	ret = q->ops->geometry(q->bd, &q->geom);
+	if (ret)
+		goto close_bd;
+	q->geom.queue_depth = q->depth;
+	q->geom.nr_queues = q->max_pollers;
+	if (!q->geom.nr_devices)
+		q->geom.nr_devices = 1;
+
+	ret = iring_create(q, entries);
+	if (ret)
+		goto close_bd;
+	ret = gs_pollers_start(q);
+	if (ret)
+		goto free_iring;
+	*qp = q;
+	return 0;
+
+free_iring:
+	free(q->rings);
+	free(q->iqr);
+	free(q->iring);
+close_bd:
+	q->ops->close(q->bd);
+free_q:
+	pthread_mutex_destroy(&q->lock);
+	free(q);
+	return ret;
+}
+
+void gs_q_close(struct gs_q *q)
+{
+	struct ringset *rs;
+	unsigned i;
+
+	if (!q)
+		return;
+	gs_pollers_stop(q);
+	rs = q->rings;
+	for (i = 0; rs && i < rs->n; i++)
+		free(rs->r[i]);
+	free(rs);
+	free(q->iring);
+	q->ops->close(q->bd);
+	pthread_mutex_destroy(&q->lock);
+	free(q);
+}
+
+int gs_q_geometry(struct gs_q *q, struct gs_q_geom *g)
+{
+	if (!q || !g)
+		return -EINVAL;
+	*g = q->geom;
+	return 0;
+}
+
+int gs_q_register_buffer(struct gs_q *q, void *addr, size_t len)
+{
+	struct region *rg;
+	int idx = -1, ret = 0;
+
+	if (!q || !addr || !len)
+		return -EINVAL;
+	pthread_mutex_lock(&q->lock);
+	if (q->nregions >= GS_Q_MAX_REGIONS) {
+		ret = -ENOSPC;
+		goto unlock;
+	}
+	if (q->ops->register_buffer) {
+		idx = q->ops->register_buffer(q->bd, addr, len);
+		/* no fixed slot left (or pinning refused): plain I/O still works */
+		if (idx < 0)
+			idx = -1;
+	}
+	rg = &q->regions[q->nregions];
+	rg->addr = addr;
+	rg->len = len;
+	rg->index = idx;
+	/* release: the region entry before the count that exposes it */
+	__atomic_store_n(&q->nregions, q->nregions + 1, __ATOMIC_RELEASE);
+unlock:
+	pthread_mutex_unlock(&q->lock);
+	return ret;
+}
+
+/* ---- kicks ---- */
+
+void gs_q_kick(struct gs_q *q)
+{
+	uint64_t one = 1;
+
+	if (write(q->kick_fd, &one, sizeof(one)) < 0) {
+		/* EAGAIN: the counter is saturated, the poller is awake anyway */
+	}
+}
+
+int gs_q_kick_fd(struct gs_q *q)
+{
+	return q ? q->kick_fd : -EINVAL;
+}
+
+/* ---- in-process helpers ---- */
+
+static int check_io(struct gs_q *q, uint8_t op, uint64_t len, uint64_t off, const void *buf)
+{
+	if (op >= GS_OP_NR)
+		return -EINVAL;
+	if (op == GS_OP_FLUSH)
+		return 0;
+	if (!buf && len)
+		return -EFAULT;
+	if (len > q->geom.max_io)
+		return -EINVAL;
+	if (off > q->geom.capacity || len > q->geom.capacity - off)
+		return -EINVAL;
+	if (op == GS_OP_WRITE && (q->flags & GS_Q_RDONLY))
+		return -EBADF;
+	return 0;
+}
+
+/* Push onto the internal ring; waits (kicking) while it is full. */
+static void ipush(struct gs_q *q, const struct gs_sqe *e)
+{
+	unsigned spins = 0;
+
+	while (gs_sq_try_push(q->iring, e)) {
+		gs_q_kick(q);
+		if (++spins > 64)
+			usleep(20);
+		else
+			gs_cpu_relax();
+	}
+}
+
+static void ikick(struct gs_q *q)
+{
+	if (gs_sq_need_kick(q->iring))
+		gs_q_kick(q);
+}
+
+/*
+ * A synchronous request: a callback io whose completion word has three
+ * states, so the completer can tell whether anyone sleeps on it with one
+ * exchange and never touches the (stack) object after releasing it.
+ */
+enum { SW_PENDING, SW_SLEEPING, SW_DONE };
+struct sync_io {
+	struct gs_q_io io;
+	uint32_t state;
+	int64_t res;
+};
+
+static void sync_done(struct gs_q_io *io, int64_t res)
+{
+	struct sync_io *s = (struct sync_io *)io;
+
+	s->res = res;
+	/* acq_rel: res before DONE; and learn whether the submitter sleeps */
+	if (__atomic_exchange_n(&s->state, SW_DONE, __ATOMIC_ACQ_REL) == SW_SLEEPING)
+		gs_futex_wake(&s->state, 0);	/* a stale address at worst: harmless */
+}
+
+static int64_t sync_wait(struct sync_io *s)
+{
+	uint64_t end = gs_now_ns() + SYNC_SPIN_NS;
+	uint32_t st;
+
+	/* acquire: pairs with sync_done's exchange; res is visible after DONE */
+	while ((st = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE)) != SW_DONE) {
+		if (gs_now_ns() < end) {
+			gs_cpu_relax();
+			continue;
+		}
+		if (st == SW_PENDING &&
+		    !__atomic_compare_exchange_n(&s->state, &st, SW_SLEEPING, 0,
+						 __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE))
+			continue;
+		gs_futex_wait(&s->state, SW_SLEEPING, 0, -1);
+	}
+	return s->res;
+}
+
+static int64_t sync_io(struct gs_q *q, uint8_t op, void *buf, size_t len, uint64_t off)
+{
+	struct sync_io s = {
+		.io = { .op = op, .len = (uint32_t)len, .off = off, .buf = buf,
+			.done = sync_done },
+		.state = SW_PENDING,
+	};
+	struct gs_sqe e = {
+		.op = op, .flags = GS_SQE_CB, .len = (uint32_t)len, .off = off,
+		.buf = (uintptr_t)buf, .tag = (uintptr_t)&s.io,
+	};
+	int ret;
+
+	if (!q)
+		return -EINVAL;
+	if (len > UINT32_MAX)
+		return -EINVAL;
+	ret = check_io(q, op, len, off, buf);
+	if (ret)
+		return ret;
+	if (op != GS_OP_FLUSH && !len)
+		return 0;
+	ipush(q, &e);
+	ikick(q);
+	return sync_wait(&s);
+}
+
+ssize_t gs_q_pread(struct gs_q *q, void *buf, size_t len, uint64_t off)
+{
+	return sync_io(q, GS_OP_READ, buf, len, off);
+}
+
+ssize_t gs_q_pwrite(struct gs_q *q, const void *buf, size_t len, uint64_t off)
+{
+	return sync_io(q, GS_OP_WRITE, (void *)buf, len, off);
+}
+
+int gs_q_flush(struct gs_q *q)
+{
+	int64_t r = sync_io(q, GS_OP_FLUSH, NULL, 0, 0);
+
+	return r < 0 ? (int)r : 0;
+}
+
+int gs_q_submit(struct gs_q *q, struct gs_q_io **ios, unsigned n)
+{
+	unsigned i;
+	int ret;
+
+	if (!q || (!ios && n) || n > INT32_MAX)
+		return -EINVAL;
+	for (i = 0; i < n; i++) {
+		if (!ios[i] || !ios[i]->done)
+			return -EINVAL;
+		ret = check_io(q, ios[i]->op, ios[i]->len, ios[i]->off, ios[i]->buf);
+		if (ret)
+			return ret;
+	}
+	for (i = 0; i < n; i++) {
+		struct gs_sqe e = {
+			.op = ios[i]->op, .flags = GS_SQE_CB, .len = ios[i]->len,
+			.off = ios[i]->off, .buf = (uintptr_t)ios[i]->buf,
+			.tag = (uintptr_t)ios[i],
+		};
+
+		ipush(q, &e);
+	}
+	ikick(q);
+	return (int)n;
+}
+
+/* ---- statistics and faults ---- */
+
+void gs_q_get_stats(struct gs_q *q, struct gs_q_stats *st)
+{
+	struct ringset *rs;
+	unsigned i;
+
+	memset(st, 0, sizeof(*st));
+	if (!q)
+		return;
+	for (i = 0; i < q->npollers; i++) {
+		struct poller *p = &q->pollers[i];
+
+		st->reqs += __atomic_load_n(&p->st.reqs, __ATOMIC_RELAXED);
+		st->read_bytes += __atomic_load_n(&p->st.read_bytes, __ATOMIC_RELAXED);
+		st->write_bytes += __atomic_load_n(&p->st.write_bytes, __ATOMIC_RELAXED);
+		st->errors += __atomic_load_n(&p->st.errors, __ATOMIC_RELAXED);
+		st->submits += __atomic_load_n(&p->st.submits, __ATOMIC_RELAXED);
+		st->sleeps += __atomic_load_n(&p->st.sleeps, __ATOMIC_RELAXED);
+		st->inflight += __atomic_load_n(&p->inflight, __ATOMIC_RELAXED);
+	}
+	st->active_pollers = __atomic_load_n(&q->nactive, __ATOMIC_RELAXED);
+	st->max_pollers = q->max_pollers;
+	pthread_mutex_lock(&q->lock);
+	rs = q->rings;
+	/* the internal ring is not counted: rings are the external ones */
+	st->rings = rs ? rs->n - 1 : 0;
+	pthread_mutex_unlock(&q->lock);
+}
+
+int gs_q_fault(struct gs_q *q, const char *spec)
+{
+	if (!q || !spec)
+		return -EINVAL;
+	if (!q->is_fault)
+		return -EOPNOTSUPP;
+	return gs_fault_set(q->bd, spec);
+}

@@ -1,0 +1,155 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * gpuq internals: the queue, its pollers and the ring set they serve.
+ *
+ * Threads and ownership:
+ *  - Each poller thread owns one backend queue (struct gs_bq), its request
+ *    pool and its counters; nothing else touches them except the fields
+ *    marked "shared" below, which are atomics.
+ *  - The ring set is copy-on-write: q->lock serialises writers, pollers load
+ *    q->rings with acquire and publish the generation they saw in
+ *    p->seen_gen; a writer frees an old set only once every poller has moved
+ *    past it (or is outside its loop: seen_gen == GEN_OFFLINE).
+ *  - Poller 0 listens on the kick eventfd and is the only poller that ever
+ *    sets ring->sleepers; the others are woken by a poller that sees backlog
+ *    (grow), by their own completions, or by a flush barrier.
+ */
+#ifndef GS_GPUQ_INTERNAL_H
+#define GS_GPUQ_INTERNAL_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "gstore_q.h"
+#include "gpuq/backend.h"
+
+#define GS_Q_MAX_REGIONS	64	/* gs_q_register_buffer() regions */
+#define GS_Q_MAX_POLLERS	64
+#define GEN_OFFLINE		UINT64_MAX	/* poller holds no ring-set pointer */
+
+/* Poller states (p->state). */
+enum { PS_RUN, PS_SLEEP, PS_PARKED, PS_EXIT };
+
+/* One ring served by the pollers. */
+struct qring {
+	struct gs_ring *r;
+	char *buf_base;		/* GS_SQE_BUF_OFF region */
+	size_t buf_len;
+	uint32_t flags;		/* GS_RING_* as read at gs_q_ring_add() */
+	int internal;		/* the in-process ring: GS_SQE_CB allowed */
+	uint64_t inflight;	/* shared: popped requests not yet completed */
+};
+
+struct ringset {
+	unsigned n;
+	unsigned npolled;	/* rings flagged GS_RING_POLLED */
+	struct qring *r[];
+};
+
+/* A popped request while the poller owns it. */
+struct preq {
+	struct gs_bio bio;
+	struct gs_sqe sqe;
+	struct qring *qr;
+	int64_t res;		/* result while waiting for cq space */
+	uint64_t bar;		/* flush: barrier ticket it waits for */
+	uint8_t wpar;		/* write: barrier parity it was counted in */
+	struct preq *next;	/* free list, flush wait list, cq overflow list */
+};
+
+struct gs_poller_stats {
+	uint64_t reqs, read_bytes, write_bytes, errors, submits, sleeps;
+};
+
+struct poller {
+	struct gs_q *q;
+	unsigned idx;
+	pthread_t th;
+	int efd;		/* wake eventfd (poller 0: the kick fd) */
+	struct gs_bq *bq;
+
+	/* owner-only state */
+	struct preq *reqs, *free;
+	struct gs_bio **sub;	/* popped, not yet accepted by the backend */
+	unsigned nsub;
+	struct gs_bio **done;
+	int64_t *res;
+	uint32_t depth;
+	struct preq *flushq;	/* flushes waiting for the write barrier */
+	struct preq *cqovf;	/* completions waiting for cq space */
+	uint32_t wcnt[2];	/* writes in flight per barrier parity */
+	uint8_t wpar;		/* parity new writes are counted in */
+	uint64_t bar_seen;	/* q->bar_req value of the last flip */
+	uint64_t bar_target;	/* barrier the old parity stands for */
+	unsigned rr;		/* round-robin start in the ring set */
+	int init_ret;
+
+	/* shared, on their own line: read by other threads */
+	uint64_t seen_gen __attribute__((aligned(64)));
+	uint64_t bar_done;	/* barriers this poller has drained */
+	uint32_t state;		/* PS_* */
+	uint32_t inflight;	/* in the backend (stats) */
+	struct gs_poller_stats st;	/* relaxed atomics, written by owner */
+} __attribute__((aligned(64)));
+
+struct region {
+	char *addr;
+	size_t len;
+	int index;		/* backend index or -1 */
+};
+
+struct gs_q {
+	const struct gs_backend_ops *ops;
+	struct gs_bdev *bd;
+	struct gs_q_geom geom;
+	uint32_t flags;
+	uint32_t depth;
+	uint32_t min_pollers, max_pollers;
+	uint32_t spin_ns;
+	uint64_t idle_ns;
+	int kick_fd;		/* == pollers[0].efd */
+	int is_fault;
+
+	pthread_mutex_t lock;	/* ring-set writers, regions, fault spec */
+	struct ringset *rings;	/* shared: acquire/release */
+	uint64_t ring_gen;	/* shared: bumped after each publish */
+
+	struct region regions[GS_Q_MAX_REGIONS];
+	uint32_t nregions;	/* shared: release after the entry is written */
+
+	struct gs_ring *iring;	/* internal ring for the in-process helpers */
+	struct qring *iqr;
+
+	uint64_t bar_req __attribute__((aligned(64)));	/* shared: flush barriers asked */
+	uint32_t nactive;	/* shared: pollers not parked */
+	uint32_t stopping;	/* shared */
+	uint64_t last_grow_ns;	/* shared: rate limit for waking more pollers */
+
+	uint32_t npollers;
+	struct poller *pollers;
+};
+
+static inline uint64_t gs_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+/* poller.c */
+int gs_pollers_start(struct gs_q *q);
+void gs_pollers_stop(struct gs_q *q);
+void gs_poller_wake(struct poller *p);
+void gs_pollers_wake_all(struct gs_q *q);
+
+/* ring.c */
+int gs_ring_check(struct gs_ring *r);
+void gs_futex_wake(uint32_t *word, int shared);
+int gs_futex_wait(uint32_t *word, uint32_t val, int shared, int64_t timeout_ns);
+
+/* fault.c */
+int gs_fault_set(struct gs_bdev *bd, const char *spec);
+
+#endif /* GS_GPUQ_INTERNAL_H */

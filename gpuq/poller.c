@@ -1,0 +1,735 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Poller threads: pop requests from every ring of the set, batch them into
+ * the poller's own backend queue, deliver completions, and sleep when idle.
+ *
+ * Sleeping.  A poller spins for spin_us after its last piece of work, then
+ * blocks in the backend's wait(), which returns on a completion, on a write
+ * to the poller's eventfd, or on a timeout.  Poller 0's eventfd is the kick
+ * fd: before it blocks it sets ring->sleepers on every ring whose producers
+ * can kick, issues a seq_cst fence and re-checks the rings; a producer
+ * pushes, fences, and kicks only if it then sees sleepers != 0 (Dekker: one
+ * of the two sees the other).  Rings flagged GS_RING_POLLED (GPU producers)
+ * cannot kick, so while one is attached poller 0 sleeps at most 50 us,
+ * doubling up to 1 ms while nothing arrives.
+ *
+ * Scaling (CAM's dynamic core adjustment).  Pollers [0, min_pollers) never
+ * park.  A poller that finds its queue full while rings still hold requests
+ * is saturated: it wakes a sleeping poller or unparks a parked one (at most
+ * one per GROW_NS).  A poller above min_pollers that had nothing to do for
+ * idle_ms parks: it stops serving rings and blocks on its eventfd.
+ *
+ * Flush barrier.  A flush must follow every write popped before it, on any
+ * poller.  Each poller counts its writes in flight in one of two parities.
+ * Popping a flush takes a ticket from q->bar_req; every poller, at the top
+ * of its loop, sees the new ticket, flips the parity new writes go to, and
+ * once the old parity drains publishes bar_done = ticket.  The flush is
+ * issued (IORING_OP_FSYNC/DATASYNC, NVMe FLUSH) when all pollers' bar_done
+ * reached its ticket.  Pollers that sleep are woken for it.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "gpuq/gpuq_internal.h"
+#include "gs_log.h"
+
+#define GROW_NS		1000000ull	/* at most one grow per ms */
+#define POLL_MIN_US	50		/* sleep bound with a GPU ring attached */
+#define POLL_MAX_US	1000
+#define RECHECK_US	50		/* sleep bound while a flush or cq post waits */
+
+#define STAT_ADD(p, f, v) \
+	__atomic_store_n(&(p)->st.f, __atomic_load_n(&(p)->st.f, __ATOMIC_RELAXED) + (v), \
+			 __ATOMIC_RELAXED)
+
+static void set_inflight(struct poller *p, uint32_t v)
+{
+	__atomic_store_n(&p->inflight, v, __ATOMIC_RELAXED);
+}
+
+void gs_poller_wake(struct poller *p)
+{
+	uint64_t one = 1;
+
+	if (write(p->efd, &one, sizeof(one)) < 0) {
+		/* EAGAIN: counter saturated, a wake is pending anyway */
+	}
+}
+
+void gs_pollers_wake_all(struct gs_q *q)
+{
+	unsigned i;
+
+	for (i = 0; i < q->npollers; i++)
+		gs_poller_wake(&q->pollers[i]);
+}
+
+/* ---- completion delivery ---- */
+
+static void rq_free(struct poller *p, struct preq *rq)
+{
+	rq->next = p->free;
+	p->free = rq;
+}
+
+/* Tell CPU waiters on @r's cq that cqes arrived. */
+static void cq_notify(struct gs_ring *r)
+{
+	/*
+	 * seq_cst fence: our cqe pushes are ordered before the cq_waiters load;
+	 * a waiter increments cq_waiters (seq_cst) before re-checking the cq.
+	 */
+	gs_fence();
+	if (__atomic_load_n(&r->cq_waiters, __ATOMIC_RELAXED)) {
+		__atomic_fetch_add(&r->cq_futex, 1, __ATOMIC_RELEASE);
+		gs_futex_wake(&r->cq_futex, 1);
+	}
+}
+
+/* Returns 0 when delivered, -EAGAIN when the cq is full (retry later). */
+static int deliver(struct poller *p, struct preq *rq, int64_t res)
+{
+	struct qring *qr = rq->qr;
+	struct gs_ring *r = qr->r;
+	uint8_t fl = rq->sqe.flags;
+
+	if (fl & GS_SQE_CQE) {
+		struct gs_cqe c = { .tag = rq->sqe.tag, .res = res };
+
+		if (gs_cq_try_push(r, &c))
+			return -EAGAIN;
+		cq_notify(r);
+	}
+	if ((fl & GS_SQE_CW) && rq->sqe.cw < r->ncw) {
+		struct gs_cword *w = &gs_ring_cw(r)[rq->sqe.cw];
+
+		gs_cw_complete(w, res);
+		/*
+		 * seq_cst fence: state = done is ordered before the waiters load;
+		 * gs_ring_cw_wait() increments waiters (seq_cst) before re-loading
+		 * state.
+		 */
+		gs_fence();
+		if (__atomic_load_n(&w->waiters, __ATOMIC_RELAXED))
+			gs_futex_wake(&w->state, 1);
+	}
+	if ((fl & GS_SQE_CB) && qr->internal) {
+		struct gs_q_io *io = (struct gs_q_io *)(uintptr_t)rq->sqe.tag;
+
+		io->done(io, res);
+	}
+	/* release: our writes into the ring are done before gs_q_ring_del() frees it */
+	__atomic_fetch_sub(&qr->inflight, 1, __ATOMIC_RELEASE);
+	return 0;
+}
+
+static void complete(struct poller *p, struct preq *rq, int64_t res)
+{
+	STAT_ADD(p, reqs, 1);
+	if (res < 0)
+		STAT_ADD(p, errors, 1);
+	else if (rq->sqe.op == GS_OP_READ)
+		STAT_ADD(p, read_bytes, res);
+	else if (rq->sqe.op == GS_OP_WRITE)
+		STAT_ADD(p, write_bytes, res);
+
+	if (p->cqovf || deliver(p, rq, res)) {
+		/* keep cq order: once one waits, later ones queue behind it */
+		struct preq **tail = &p->cqovf;
+
+		rq->res = res;
+		rq->next = NULL;
+		while (*tail)
+			tail = &(*tail)->next;
+		*tail = rq;
+		return;
+	}
+	rq_free(p, rq);
+}
+
+static int retry_overflow(struct poller *p)
+{
+	int n = 0;
+
+	while (p->cqovf) {
+		struct preq *rq = p->cqovf;
+
+		if (deliver(p, rq, rq->res)) {
+			if (!__atomic_load_n(&p->q->stopping, __ATOMIC_RELAXED))
+				break;
+			/* shutting down and nobody drains the cq: drop the cqe */
+			rq->sqe.flags &= ~GS_SQE_CQE;
+			continue;
+		}
+		p->cqovf = rq->next;
+		rq_free(p, rq);
+		n++;
+	}
+	return n;
+}
+
+static int reap(struct poller *p)
+{
+	struct gs_q *q = p->q;
+	int n, i;
+
+	if (!p->inflight)
+		return 0;
+	n = q->ops->reap(p->bq, p->done, p->res, p->depth);
+	if (n <= 0)
+		return 0;
+	set_inflight(p, p->inflight - n);
+	for (i = 0; i < n; i++) {
+		struct preq *rq = p->done[i]->priv;
+
+		if (rq->sqe.op == GS_OP_WRITE)
+			p->wcnt[rq->wpar]--;
+		complete(p, rq, p->res[i]);
+	}
+	return n;
+}
+
+/* ---- flush barrier ---- */
+
+static void barrier_step(struct poller *p)
+{
+	/* seq_cst: pairs with the flush popper's bar_req RMW and state load */
+	uint64_t b = __atomic_load_n(&p->q->bar_req, __ATOMIC_SEQ_CST);
+
+	if (b != p->bar_seen && !p->wcnt[p->wpar ^ 1]) {
+		/* writes popped so far are in the current parity: it becomes old */
+		p->wpar ^= 1;
+		p->bar_seen = b;
+		p->bar_target = b;
+	}
+	/* release: our writes' completions happen before the flush is issued */
+	if (!p->wcnt[p->wpar ^ 1] && p->bar_done < p->bar_target)
+		__atomic_store_n(&p->bar_done, p->bar_target, __ATOMIC_RELEASE);
+}
+
+/* A barrier step would make progress now (completions wake us otherwise). */
+static int barrier_pending(struct poller *p)
+{
+	/* seq_cst: pairs with the flush popper's bar_req RMW and state load */
+	uint64_t b = __atomic_load_n(&p->q->bar_req, __ATOMIC_SEQ_CST);
+
+	if (p->wcnt[p->wpar ^ 1])
+		return 0;
+	return b != p->bar_seen || p->bar_done < p->bar_target;
+}
+
+static int barrier_reached(struct gs_q *q, uint64_t ticket)
+{
+	unsigned i;
+
+	for (i = 0; i < q->npollers; i++)
+		/* acquire: pairs with barrier_step's release */
+		if (__atomic_load_n(&q->pollers[i].bar_done, __ATOMIC_ACQUIRE) < ticket)
+			return 0;
+	return 1;
+}
+
+static void flush_ticket(struct poller *p, struct preq *rq)
+{
+	struct gs_q *q = p->q;
+	unsigned i;
+
+	/* seq_cst RMW: ordered before the state loads below (Dekker with sleep) */
+	rq->bar = __atomic_add_fetch(&q->bar_req, 1, __ATOMIC_SEQ_CST);
+	rq->next = p->flushq;
+	p->flushq = rq;
+	for (i = 0; i < q->npollers; i++) {
+		struct poller *o = &q->pollers[i];
+
+		if (o != p && __atomic_load_n(&o->state, __ATOMIC_SEQ_CST) != PS_RUN)
+			gs_poller_wake(o);
+	}
+}
+
+static int issue_flushes(struct poller *p)
+{
+	struct preq **pp = &p->flushq;
+	int stopping = __atomic_load_n(&p->q->stopping, __ATOMIC_RELAXED);
+	int n = 0;
+
+	while (*pp) {
+		struct preq *rq = *pp;
+
+		if (!stopping && !barrier_reached(p->q, rq->bar)) {
+			pp = &rq->next;
+			continue;
+		}
+		*pp = rq->next;
+		p->sub[p->nsub++] = &rq->bio;
+		n++;
+	}
+	return n;
+}
+
+/* ---- popping ---- */
+
+static int region_index(struct gs_q *q, char *buf, uint32_t len)
+{
+	/* acquire: region entries are complete below the published count */
+	uint32_t n = __atomic_load_n(&q->nregions, __ATOMIC_ACQUIRE), i;
+
+	for (i = 0; i < n; i++) {
+		struct region *rg = &q->regions[i];
+
+		if (rg->index >= 0 && buf >= rg->addr && buf + len <= rg->addr + rg->len)
+			return rg->index;
+	}
+	return -1;
+}
+
+/* Validate a request; fills the bio.  0 or -errno. */
+static int prep(struct gs_q *q, struct preq *rq)
+{
+	struct gs_sqe *e = &rq->sqe;
+	struct qring *qr = rq->qr;
+	struct gs_bio *b = &rq->bio;
+	char *buf = (char *)(uintptr_t)e->buf;
+
+	if (e->op >= GS_OP_NR)
+		return -EINVAL;
+	if ((e->flags & GS_SQE_CB) && !qr->internal)
+		return -EINVAL;
+	memset(b, 0, sizeof(*b));
+	b->op = e->op;
+	b->buf_index = -1;
+	b->priv = rq;
+	if (e->op == GS_OP_FLUSH)
+		return 0;
+	if (e->len > q->geom.max_io || e->off > q->geom.capacity ||
+	    e->len > q->geom.capacity - e->off)
+		return -EINVAL;
+	if (e->op == GS_OP_WRITE && (q->flags & GS_Q_RDONLY))
+		return -EBADF;
+	if (e->flags & GS_SQE_BUF_OFF) {
+		if (!qr->buf_base || e->buf > qr->buf_len || e->len > qr->buf_len - e->buf)
+			return -EFAULT;
+		buf = qr->buf_base + e->buf;
+	} else if (!buf) {
+		return -EFAULT;
+	}
+	b->len = e->len;
+	b->off = e->off;
+	b->buf = buf;
+	b->buf_index = region_index(q, buf, e->len);
+	return 0;
+}
+
+static void take(struct poller *p, struct qring *qr, const struct gs_sqe *e)
+{
+	struct preq *rq = p->free;
+	int ret;
+
+	p->free = rq->next;
+	rq->sqe = *e;
+	rq->qr = qr;
+	/* relaxed: published to gs_q_ring_del() by our next seen_gen release */
+	__atomic_fetch_add(&qr->inflight, 1, __ATOMIC_RELAXED);
+	ret = prep(p->q, rq);
+	if (ret) {
+		complete(p, rq, ret);
+		return;
+	}
+	switch (e->op) {
+	case GS_OP_FLUSH:
+		flush_ticket(p, rq);
+		return;
+	case GS_OP_WRITE:
+		rq->wpar = p->wpar;
+		p->wcnt[p->wpar]++;
+		break;
+	}
+	if (!e->len) {
+		if (e->op == GS_OP_WRITE)
+			p->wcnt[rq->wpar]--;
+		complete(p, rq, 0);
+		return;
+	}
+	p->sub[p->nsub++] = &rq->bio;
+}
+
+static void maybe_grow(struct poller *p)
+{
+	struct gs_q *q = p->q;
+	uint64_t now = gs_now_ns();
+	uint64_t last = __atomic_load_n(&q->last_grow_ns, __ATOMIC_RELAXED);
+	unsigned i;
+
+	if (q->max_pollers < 2 || now - last < GROW_NS ||
+	    !__atomic_compare_exchange_n(&q->last_grow_ns, &last, now, 0, __ATOMIC_RELAXED,
+					 __ATOMIC_RELAXED))
+		return;
+	/* an active poller that dozed off is the cheapest help */
+	for (i = 0; i < q->npollers; i++) {
+		struct poller *o = &q->pollers[i];
+
+		if (o != p && __atomic_load_n(&o->state, __ATOMIC_ACQUIRE) == PS_SLEEP) {
+			gs_poller_wake(o);
+			return;
+		}
+	}
+	for (i = q->min_pollers; i < q->npollers; i++) {
+		struct poller *o = &q->pollers[i];
+		uint32_t st = PS_PARKED;
+
+		if (__atomic_compare_exchange_n(&o->state, &st, PS_RUN, 0, __ATOMIC_SEQ_CST,
+						__ATOMIC_RELAXED)) {
+			__atomic_fetch_add(&q->nactive, 1, __ATOMIC_RELAXED);
+			gs_poller_wake(o);
+			return;
+		}
+	}
+}
+
+static int pop_round(struct poller *p, struct ringset *rs)
+{
+	unsigned n = rs->n, k, start = p->rr++;
+	int popped = 0, backlog = 0;
+
+	for (k = 0; k < n; k++) {
+		struct qring *qr = rs->r[(start + k) % n];
+		struct gs_sqe e;
+
+		while (p->free && gs_sq_try_pop(qr->r, &e)) {
+			take(p, qr, &e);
+			popped++;
+		}
+		if (!p->free) {
+			backlog = gs_sq_pending(qr->r) != 0;
+			for (k++; !backlog && k < n; k++)
+				backlog = gs_sq_pending(rs->r[(start + k) % n]->r) != 0;
+			break;
+		}
+	}
+	if (backlog)
+		maybe_grow(p);
+	return popped;
+}
+
+static int submit(struct poller *p)
+{
+	struct gs_q *q = p->q;
+	int n, i;
+
+	if (!p->nsub)
+		return 0;
+	n = q->ops->submit(p->bq, p->sub, p->nsub);
+	STAT_ADD(p, submits, 1);
+	if (n < 0) {
+		/* the backend refused the batch: fail it rather than spin on it */
+		for (i = 0; i < (int)p->nsub; i++) {
+			struct preq *rq = p->sub[i]->priv;
+
+			if (rq->sqe.op == GS_OP_WRITE)
+				p->wcnt[rq->wpar]--;
+			complete(p, rq, n);
+		}
+		p->nsub = 0;
+		return 0;
+	}
+	set_inflight(p, p->inflight + n);
+	if ((unsigned)n < p->nsub)
+		memmove(p->sub, p->sub + n, (p->nsub - n) * sizeof(p->sub[0]));
+	p->nsub -= n;
+	return n;
+}
+
+/* ---- sleeping and parking ---- */
+
+static void set_sleepers(struct ringset *rs, uint32_t v)
+{
+	unsigned i;
+
+	for (i = 0; i < rs->n; i++)
+		if (!(rs->r[i]->flags & GS_RING_POLLED))
+			__atomic_store_n(&rs->r[i]->r->sleepers, v, __ATOMIC_RELAXED);
+}
+
+static int rings_pending(struct ringset *rs)
+{
+	unsigned i;
+
+	for (i = 0; i < rs->n; i++)
+		if (gs_sq_pending(rs->r[i]->r))
+			return 1;
+	return 0;
+}
+
+/*
+ * Block in the backend.  Returns 1 if it slept, 0 if a last look found work.
+ * The caller reloads the ring set afterwards: rings may have gone meanwhile.
+ */
+static int doze(struct poller *p, struct ringset *rs, int64_t timeout_us)
+{
+	struct gs_q *q = p->q;
+	int kicked = p->idx == 0;
+
+	/* seq_cst: a flush popper that then loads state sees we may sleep */
+	__atomic_store_n(&p->state, PS_SLEEP, __ATOMIC_SEQ_CST);
+	if (kicked)
+		set_sleepers(rs, 1);
+	/*
+	 * seq_cst fence: sleepers (and state) are stored before we re-check the
+	 * rings and bar_req; producers push, fence, load sleepers.
+	 */
+	gs_fence();
+	if ((p->free && !__atomic_load_n(&q->stopping, __ATOMIC_RELAXED) && rings_pending(rs)) ||
+	    barrier_pending(p)) {
+		if (kicked)
+			set_sleepers(rs, 0);
+		__atomic_store_n(&p->state, PS_RUN, __ATOMIC_RELAXED);
+		return 0;
+	}
+	/* release: we hold no ring-set pointer while asleep */
+	__atomic_store_n(&p->seen_gen, GEN_OFFLINE, __ATOMIC_RELEASE);
+	STAT_ADD(p, sleeps, 1);
+	q->ops->wait(p->bq, timeout_us);
+	__atomic_store_n(&p->state, PS_RUN, __ATOMIC_RELAXED);
+	return 1;
+}
+
+/* Park until a saturated poller unparks us or the queue stops. */
+static void park(struct poller *p)
+{
+	struct gs_q *q = p->q;
+	uint32_t st = PS_RUN;
+
+	if (!__atomic_compare_exchange_n(&p->state, &st, PS_PARKED, 0, __ATOMIC_SEQ_CST,
+					 __ATOMIC_RELAXED))
+		return;
+	__atomic_fetch_sub(&q->nactive, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&p->seen_gen, GEN_OFFLINE, __ATOMIC_RELEASE);
+	for (;;) {
+		/* nothing in flight: a barrier is drained as soon as we see it */
+		barrier_step(p);
+		if (__atomic_load_n(&p->state, __ATOMIC_SEQ_CST) != PS_PARKED ||
+		    __atomic_load_n(&q->stopping, __ATOMIC_SEQ_CST))
+			break;
+		STAT_ADD(p, sleeps, 1);
+		q->ops->wait(p->bq, -1);
+	}
+	st = PS_PARKED;
+	/* stopping while parked: count ourselves active again for the books */
+	if (__atomic_compare_exchange_n(&p->state, &st, PS_RUN, 0, __ATOMIC_SEQ_CST,
+					__ATOMIC_RELAXED))
+		__atomic_fetch_add(&q->nactive, 1, __ATOMIC_RELAXED);
+}
+
+static int quiet(struct poller *p)
+{
+	return !p->inflight && !p->nsub && !p->flushq && !p->cqovf;
+}
+
+static void poller_loop(struct poller *p)
+{
+	struct gs_q *q = p->q;
+	uint64_t idle_since = gs_now_ns(), now;
+	uint32_t poll_us = POLL_MIN_US;
+	int clear_sleepers = 0;
+
+	for (;;) {
+		struct ringset *rs;
+		uint64_t gen;
+		int64_t timeout;
+		int work, stopping;
+
+		/* acquire: a new generation implies the new set (rings_publish) */
+		gen = __atomic_load_n(&q->ring_gen, __ATOMIC_ACQUIRE);
+		/* seq_cst: the writer's quiesce loop must not see us past an old set */
+		__atomic_store_n(&p->seen_gen, gen, __ATOMIC_SEQ_CST);
+		rs = __atomic_load_n(&q->rings, __ATOMIC_ACQUIRE);
+		if (clear_sleepers) {
+			set_sleepers(rs, 0);
+			clear_sleepers = 0;
+		}
+		stopping = __atomic_load_n(&q->stopping, __ATOMIC_ACQUIRE);
+
+		barrier_step(p);
+		work = reap(p);
+		work += retry_overflow(p);
+		if (!stopping)
+			work += pop_round(p, rs);
+		work += issue_flushes(p);
+		work += submit(p);
+		barrier_step(p);
+
+		now = gs_now_ns();
+		if (work) {
+			idle_since = now;
+			poll_us = POLL_MIN_US;
+			continue;
+		}
+		if (stopping && quiet(p))
+			break;
+		if (now - idle_since < q->spin_ns) {
+			gs_cpu_relax();
+			continue;
+		}
+		if (p->idx >= q->min_pollers && quiet(p) && !stopping &&
+		    now - idle_since >= q->idle_ns) {
+			park(p);
+			idle_since = gs_now_ns();
+			continue;
+		}
+
+		timeout = -1;
+		if (p->idx == 0 && rs->npolled) {
+			timeout = poll_us;
+			poll_us = poll_us * 2 > POLL_MAX_US ? POLL_MAX_US : poll_us * 2;
+		}
+		if (p->flushq || p->cqovf || p->nsub || stopping)
+			timeout = RECHECK_US;
+		if (p->idx >= q->min_pollers && timeout < 0)
+			timeout = (int64_t)(q->idle_ns - (now - idle_since)) / 1000 + 1;
+		if (doze(p, rs, timeout))
+			clear_sleepers = p->idx == 0;
+	}
+	__atomic_store_n(&p->seen_gen, GEN_OFFLINE, __ATOMIC_RELEASE);
+	__atomic_store_n(&p->state, PS_EXIT, __ATOMIC_RELEASE);
+}
+
+/* ---- thread setup ---- */
+
+static int poller_init(struct poller *p)
+{
+	struct gs_q *q = p->q;
+	uint32_t i;
+
+	p->depth = q->depth;
+	p->reqs = calloc(p->depth, sizeof(*p->reqs));
+	p->sub = calloc(p->depth, sizeof(*p->sub));
+	p->done = calloc(p->depth, sizeof(*p->done));
+	p->res = calloc(p->depth, sizeof(*p->res));
+	if (!p->reqs || !p->sub || !p->done || !p->res)
+		return -ENOMEM;
+	for (i = 0; i < p->depth; i++)
+		rq_free(p, &p->reqs[p->depth - 1 - i]);
+	/* in the poller thread: backends may tie the queue to its creator */
+	return q->ops->queue_create(q->bd, p->depth, p->efd, &p->bq);
+}
+
+struct start {
+	pthread_barrier_t bar;
+	struct poller *p;
+};
+
+static void *poller_main(void *arg)
+{
+	struct start *s = arg;
+	struct poller *p = s->p;
+
+	p->init_ret = poller_init(p);
+	pthread_barrier_wait(&s->bar);
+	/* after the barrier s is gone; gs_pollers_start() read init_ret */
+	if (!p->init_ret && !__atomic_load_n(&p->q->stopping, __ATOMIC_ACQUIRE)) {
+		if (__atomic_load_n(&p->state, __ATOMIC_RELAXED) == PS_PARKED)
+			park(p);
+		poller_loop(p);
+	}
+	__atomic_store_n(&p->seen_gen, GEN_OFFLINE, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static void poller_free(struct poller *p)
+{
+	if (p->bq)
+		p->q->ops->queue_destroy(p->bq);
+	free(p->reqs);
+	free(p->sub);
+	free(p->done);
+	free(p->res);
+	if (p->efd >= 0)
+		close(p->efd);
+}
+
+int gs_pollers_start(struct gs_q *q)
+{
+	struct start *starts;
+	struct poller *ps;
+	unsigned i, n = q->max_pollers, started = 0;
+	int ret = 0;
+
+	ps = aligned_alloc(64, n * sizeof(*ps));
+	starts = calloc(n, sizeof(*starts));
+	if (!ps || !starts) {
+		free(ps);
+		free(starts);
+		return -ENOMEM;
+	}
+	memset(ps, 0, n * sizeof(*ps));
+	for (i = 0; i < n; i++) {
+		ps[i].q = q;
+		ps[i].idx = i;
+		ps[i].efd = -1;
+		ps[i].state = i < q->min_pollers ? PS_RUN : PS_PARKED;
+		ps[i].seen_gen = GEN_OFFLINE;
+	}
+	for (i = 0; i < n; i++) {
+		ps[i].efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		if (ps[i].efd < 0) {
+			ret = -errno;
+			goto free_fds;
+		}
+	}
+	q->kick_fd = ps[0].efd;
+	q->nactive = q->min_pollers;
+	q->pollers = ps;
+	q->npollers = n;
+
+	for (i = 0; i < n; i++) {
+		starts[i].p = &ps[i];
+		pthread_barrier_init(&starts[i].bar, NULL, 2);
+		ret = -pthread_create(&ps[i].th, NULL, poller_main, &starts[i]);
+		if (ret) {
+			pthread_barrier_destroy(&starts[i].bar);
+			break;
+		}
+		pthread_barrier_wait(&starts[i].bar);
+		pthread_barrier_destroy(&starts[i].bar);
+		started++;
+		if (ps[i].init_ret) {
+			ret = ps[i].init_ret;
+			break;
+		}
+	}
+	free(starts);
+	if (!ret)
+		return 0;
+
+	gs_err("gpuq: starting poller %u: %s", i, strerror(-ret));
+	__atomic_store_n(&q->stopping, 1, __ATOMIC_SEQ_CST);
+	for (i = 0; i < started; i++) {
+		gs_poller_wake(&ps[i]);
+		pthread_join(ps[i].th, NULL);
+	}
+	q->npollers = 0;
+	q->pollers = NULL;
+free_fds:
+	for (i = 0; i < n; i++)
+		poller_free(&ps[i]);
+	q->kick_fd = -1;
+	free(ps);
+	return ret;
+}
+
+void gs_pollers_stop(struct gs_q *q)
+{
+	unsigned i;
+
+	__atomic_store_n(&q->stopping, 1, __ATOMIC_SEQ_CST);
+	gs_pollers_wake_all(q);
+	for (i = 0; i < q->npollers; i++)
+		pthread_join(q->pollers[i].th, NULL);
+	for (i = 0; i < q->npollers; i++)
+		poller_free(&q->pollers[i]);
+	free(q->pollers);
+	q->pollers = NULL;
+	q->npollers = 0;
+}
