@@ -47,6 +47,7 @@ struct gs_mkfs_opts {
 	uint32_t journal_blocks; /* 0: automatic */
 	const char *label;
 	int force;		/* overwrite an existing gstore image */
+	uint64_t inodes;	/* 0: one per 128 KiB (at least 1024) */
 };
 int gs_fs_mkfs(const char *path, const struct gs_mkfs_opts *o);
 
@@ -195,8 +196,32 @@ int gs_fs_release(struct gs_fs *fs, uint64_t ino);
  *    of the contiguous mapped run from there; -ENODATA for a hole.  nd calls
  *    it to find its blocks again after a remount.
  */
+/*
+ * ---- fs core answers (fs/catalog.c, fs/array.c) ----
+ * FUSE 1: done.  Open refs are counted per gs_fs_open(); gs_fs_release()
+ *    with no open ref returns -EINVAL.  An unlinked open object is on an
+ *    on-disk orphan list and is freed at the last release or next mount.
+ * FUSE 2: done through st.gen: each reuse of an inode number bumps it.
+ * FUSE 3: done.  gs_fs_readdir() reports no "." / ".."; cookie 0 starts at
+ *    the beginning, cookies are byte positions + 1 (< 2^48).  gs_fs_lookup()
+ *    also answers "." and "..".
+ * FUSE 4: done: flock(LOCK_EX|LOCK_NB) on the image (LOCK_SH with
+ *    GS_FS_RDONLY) -> -EBUSY; gs_fs_fsck() takes the same lock.
+ * ND 1: done.  Owners may be any object but a directory or an internal
+ *    object.  gs_fs_unlink_internal() (added) drops one internal object.
+ * ND 2: done: read/write/fsync/fallocate/truncate work on GS_T_ND,
+ *    GS_T_GRAPH and GS_T_INTERNAL objects as on arrays.
+ * ND 3: done.  The run is a normal (written) extent: its contents are
+ *    undefined until nd writes them.  gs_fs_alloc_extent() itself calls
+ *    gs_cache_flush_range() + gs_cache_invalidate() on the run before it
+ *    returns.  Always contiguous, GS_ALLOC_CONTIG or not.
+ * ND 4: done.  Unwritten (fallocated) blocks count as holes (-ENODATA).
+ * Other additions: gs_fs_unlink_internal(); gs_mkfs_opts.inodes.
+ */
 enum { GS_ALLOC_CONTIG = 1u << 0 };
 int gs_fs_create_internal(struct gs_fs *fs, uint64_t owner, uint64_t *ino);
+/* Free internal object @ino now (or at its last gs_fs_release()). */
+int gs_fs_unlink_internal(struct gs_fs *fs, uint64_t ino);
 int gs_fs_alloc_extent(struct gs_fs *fs, uint64_t ino, uint64_t off, uint64_t len,
 		       unsigned flags, uint64_t *dev_off);
 int gs_fs_bmap(struct gs_fs *fs, uint64_t ino, uint64_t off, uint64_t *dev_off,

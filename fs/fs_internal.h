@@ -1,0 +1,365 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Filesystem core internals, shared by fs/{super,mkfs,alloc,journal,catalog,
+ * array,fsck}.c and the unit tests.
+ *
+ * Locking (outermost first):
+ *   inode->rw      per object: read for reads of its data, write for anything
+ *                  that changes its mapping or size (write, truncate, ...)
+ *   fs->ns         one mutex for every metadata change: namespace, catalog,
+ *                  allocator, extent maps, metadata buffers and the running
+ *                  transaction.  An operation does all its metadata changes
+ *                  in one hold of fs->ns, so it lands in one transaction.
+ *   fs->j.mu       group commit bookkeeping (never held while taking ns)
+ * The data path (copying file bytes to or from the cache) runs under
+ * inode->rw only, so reads and overwrites of different objects proceed in
+ * parallel.
+ *
+ * Metadata life cycle: a metadata block is read through the cache into a
+ * struct mbuf; changes are made to the mbuf under fs->ns and join the
+ * running transaction.  A commit copies the transaction's images into the
+ * journal (straight to gs_q), flushes, and only then writes the images into
+ * the cache, from where they reach their home location whenever the cache
+ * writes them back.  The cache therefore never holds uncommitted metadata.
+ * A checkpoint flushes the cache and moves the journal tail.
+ */
+#ifndef GS_FS_INTERNAL_H
+#define GS_FS_INTERNAL_H
+
+#include <endian.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+#include "gstore_cache.h"
+#include "gstore_format.h"
+#include "gstore_fs.h"
+#include "gstore_q.h"
+#include "crc32c.h"
+#include "gs_log.h"
+
+/* ---- little-endian helpers ---- */
+static inline uint16_t ld16(__le16 v) { return le16toh(v); }
+static inline uint32_t ld32(__le32 v) { return le32toh(v); }
+static inline uint64_t ld64(__le64 v) { return le64toh(v); }
+static inline __le16 st16(uint16_t v) { return htole16(v); }
+static inline __le32 st32(uint32_t v) { return htole32(v); }
+static inline __le64 st64(uint64_t v) { return htole64(v); }
+
+#define GS_MAX_FILE_SIZE	(1ULL << 62)	/* keeps every byte offset far from overflow */
+#define GS_MIN_FS_BLOCKS	64u
+#define GS_DEF_CACHE		(256ULL << 20)
+#define GS_DEF_LINE		(64u << 10)
+#define GS_COMMIT_INTERVAL_MS	5000	/* background commit of un-fsynced changes */
+
+/* ---- superblock and layout (super.c, mkfs.c) ---- */
+
+struct gs_layout {
+	uint32_t bs;
+	uint64_t nblocks, ninodes;
+	uint64_t bbitmap_start, bbitmap_blocks;
+	uint64_t ibitmap_start, ibitmap_blocks;
+	uint64_t itable_start, itable_blocks;
+	uint64_t journal_start, journal_blocks;
+};
+
+/* Compute the layout of a new fs of @bytes with block size @bs; @ninodes and
+ * @jblocks 0 pick defaults.  Pure; -EINVAL/-ENOSPC if it does not fit. */
+int gs_layout_compute(struct gs_layout *l, uint64_t bytes, uint32_t bs, uint64_t ninodes,
+		      uint64_t jblocks);
+/* Validate a superblock image (crc, magic, version, features, geometry).
+ * @dev_bytes: device size (0: unknown).  Fills @l.  -EUCLEAN/-EINVAL. */
+int gs_sb_parse(const struct gs_dsuper *sb, uint64_t dev_bytes, struct gs_layout *l,
+		bool *ro_only);
+void gs_sb_set_crc(struct gs_dsuper *sb);
+/* Metadata block checks. */
+uint32_t gs_blk_crc(const void *blk, uint32_t bs);
+void gs_blk_seal(void *blk, uint32_t bs);
+int gs_blk_verify(const void *blk, uint32_t bs, uint64_t blkno, uint16_t type);
+void gs_blk_init(void *blk, uint32_t bs, uint64_t blkno, uint64_t owner, uint16_t type);
+
+/* ---- in-memory objects ---- */
+
+struct gs_ext {
+	uint64_t lblk, pblk;
+	uint32_t len, flags;	/* GS_EXT_* */
+};
+
+/* One leaf of an extent tree, mirrored in memory (all of them once loaded). */
+struct xleaf {
+	uint64_t blk;		/* device block; 0: not allocated yet */
+	uint32_t n, cap;	/* entries, on-disk capacity */
+	uint32_t asz;		/* entries allocated in ex */
+	bool dirty;
+	struct gs_ext *ex;	/* sorted by lblk, non-overlapping */
+};
+
+/*
+ * An object's extent map: the whole leaf level in memory (so a lookup is two
+ * binary searches and no I/O), plus the index blocks above it.  Changes are
+ * made here and written back by xmap_sync(): dirty leaves are rewritten in
+ * place, and when the set of leaves changed, the index levels are rebuilt.
+ */
+struct xmap {
+	bool loaded;
+	bool shape_dirty;	/* leaf set changed: rebuild the index */
+	uint16_t depth;		/* on-disk depth of the root */
+	uint32_t nleaves, aleaves;
+	struct xleaf *leaves;	/* depth 0: one leaf living in the inode (blk 0) */
+	uint32_t nidx, aidx;
+	uint64_t *idx;		/* index blocks currently in use */
+	uint64_t mapped;	/* blocks covered by extents */
+};
+
+struct dirent_m {
+	struct dirent_m *hnext;
+	uint64_t ino;
+	uint32_t bidx;		/* directory block index */
+	uint32_t off;		/* record offset in the block */
+	uint8_t type, name_len;
+	char name[];
+};
+
+/* A directory's entries, hashed by name; loaded at first use. */
+struct dindex {
+	uint32_t nbuckets, count;
+	struct dirent_m **b;
+	uint32_t nblocks;
+	uint16_t *maxfree;	/* per block: largest usable gap (bytes) */
+};
+
+struct inode_m {
+	uint16_t type, flags;
+	uint32_t mode, uid, gid, nlink, generation;
+	uint64_t size, blocks, parent, owner, child_head, next_sib, next_orphan, xattr_blk;
+	uint64_t roots[2];
+	struct timespec atime, mtime, ctime;
+	struct gs_dxroot xroot;
+};
+
+struct gs_inode {
+	uint64_t ino;
+	struct gs_inode *hnext;
+	uint32_t refs;		/* iget()s outstanding (under ns) */
+	uint32_t opens;		/* gs_fs_open()s outstanding (under ns) */
+	bool freed;		/* unlinked and gone: refuse new users */
+	pthread_rwlock_t rw;
+	struct inode_m m;	/* fields: under ns (size also needs rw for write) */
+	struct xmap map;	/* under rw (write) + ns to change; rw (read) to look up */
+	struct dindex *dir;	/* under ns */
+	uint64_t data_dirty;	/* 0, or the flush number that makes its data durable (atomic) */
+};
+
+/* ---- metadata buffers and transactions (journal.c) ---- */
+
+struct mbuf {
+	uint64_t blk;
+	struct mbuf *hnext;
+	struct mbuf *lprev, *lnext;	/* LRU of clean buffers */
+	struct mbuf *txnext;
+	uint64_t dirty_tid;	/* running transaction it is dirty in, 0 = clean */
+	uint64_t commit_tid;	/* last transaction it was committed in */
+	uint8_t *data;
+};
+
+struct fext {
+	uint64_t blk, len;
+};
+
+struct fextlist {
+	uint32_t n, cap;
+	struct fext *e;
+};
+
+struct journal {
+	uint64_t start, nblocks;	/* ring location on the device */
+	uint64_t head, tail;		/* ring indexes: next write, oldest live */
+	uint64_t seq;			/* sequence of the next transaction written */
+	uint64_t tail_seq;
+	uint64_t used;			/* blocks between tail and head */
+
+	/* running transaction, under fs->ns */
+	struct mbuf *tx;
+	uint32_t tx_n;
+	uint32_t tx_max;		/* force a commit before an op beyond this */
+	struct fextlist tx_frees;	/* freed in the running transaction */
+	struct fextlist ck_frees;	/* freed in committed transactions, reusable after a checkpoint */
+	uint64_t installed;		/* highest tid whose images are in the cache */
+
+	/* group commit, under mu */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	uint64_t req, done;		/* sync tickets issued / covered */
+	bool committing;
+	int err;			/* sticky commit error */
+
+	pthread_mutex_t cmu;		/* one committer at a time (commit + checkpoint) */
+	void *buf;			/* commit staging buffer, aligned */
+	size_t buf_blocks;
+
+	pthread_t thread;
+	bool thread_on, stop;
+	pthread_cond_t tcv;
+
+	uint64_t commits, checkpoints, logged, flushes;
+};
+
+/* ---- allocator (alloc.c) ---- */
+
+struct alloc {
+	uint64_t nbits;
+	uint64_t *map;		/* 1: in use, reserved, or freed but not yet reusable */
+	uint64_t nfree;		/* zero bits */
+	uint64_t pending;	/* freed, reusable after the next checkpoint */
+	uint64_t cursor;	/* next-fit start for goal-less allocations */
+	uint32_t ngroups;
+	uint32_t *gfree;	/* zero bits per group of GS_AGROUP blocks */
+	uint64_t ninodes;
+	uint64_t *imap;		/* inodes: 1 in use */
+	uint64_t ifree;
+	uint64_t icursor;
+	uint64_t reserve;	/* blocks kept for metadata: data allocations stop above it */
+};
+#define GS_AGROUP_SHIFT	15
+#define GS_AGROUP	(1u << GS_AGROUP_SHIFT)
+
+struct gs_fs {
+	struct gs_q *q;
+	struct gs_cache *c;
+	uint32_t bs, bshift;
+	uint32_t lba;
+	struct gs_layout l;
+	struct gs_dsuper sb;	/* current superblock image (under ns) */
+	bool rdonly;
+	int lock_fd;
+	char *path;
+
+	pthread_mutex_t ns;
+	uint32_t ihash_n;
+	struct gs_inode **ihash;
+	uint64_t icount;
+
+	uint32_t mhash_n;
+	struct mbuf **mhash;
+	struct mbuf lru;	/* list head of clean mbufs */
+	uint64_t mcount, mmax;
+
+	struct alloc al;
+	struct journal j;
+	int error;		/* set after a fatal metadata error: writes fail */
+
+	/* full cache flushes: numbered when started, highest completed */
+	uint64_t flush_seq, flush_done;
+
+	/* counters (atomic) */
+	uint64_t n_reads, n_writes, n_read_bytes, n_write_bytes, n_direct_reads;
+	uint64_t n_fsyncs;
+};
+
+/* journal.c */
+int mb_get(struct gs_fs *fs, uint64_t blk, uint16_t type, struct mbuf **mp);
+int mb_new(struct gs_fs *fs, uint64_t blk, uint64_t owner, uint16_t type, struct mbuf **mp);
+void mb_dirty(struct gs_fs *fs, struct mbuf *m);
+void mb_forget(struct gs_fs *fs, uint64_t blk);
+void mb_destroy_all(struct gs_fs *fs);
+int jnl_init(struct gs_fs *fs);
+void jnl_destroy(struct gs_fs *fs);
+int jnl_replay(struct gs_fs *fs, uint64_t *replayed);
+int jnl_sync(struct gs_fs *fs, bool data);
+int jnl_checkpoint(struct gs_fs *fs);
+/* gs_cache_flush() that keeps flush_seq/flush_done (see can_bypass()). */
+int fs_flush_all(struct gs_fs *fs);
+void jnl_op_begin(struct gs_fs *fs);
+int jnl_start_thread(struct gs_fs *fs);
+void jnl_stop_thread(struct gs_fs *fs);
+int fext_add(struct fextlist *l, uint64_t blk, uint64_t len);
+/* Scan a journal ring for fsck: count of complete transactions from @tail. */
+int jnl_scan(struct gs_fs *fs, uint64_t *ntx, uint64_t *nblocks);
+
+/* super.c */
+int sb_write(struct gs_fs *fs);
+int fs_fail(struct gs_fs *fs, int err, const char *what);
+int fs_open_common(struct gs_fs **fsp, const struct gs_fs_opts *o, bool for_fsck);
+void fs_close_common(struct gs_fs *fs);
+static inline uint64_t blk2off(const struct gs_fs *fs, uint64_t blk)
+{
+	return blk << fs->bshift;
+}
+
+/* alloc.c */
+int alloc_init(struct gs_fs *fs);
+void alloc_destroy(struct gs_fs *fs);
+/* Reserve up to @len blocks near @goal (in memory only).  Returns blocks in
+ * *got at *blk; -ENOSPC if none.  @meta may use the metadata reserve. */
+int alloc_reserve(struct gs_fs *fs, uint64_t goal, uint64_t len, bool meta, bool contig,
+		  uint64_t *blk, uint64_t *got);
+void alloc_unreserve(struct gs_fs *fs, uint64_t blk, uint64_t len);
+/* Record reserved blocks as allocated in the on-disk bitmap (transaction). */
+int alloc_commit(struct gs_fs *fs, uint64_t blk, uint64_t len);
+/* Free allocated blocks: bitmap now, reusable after the next checkpoint. */
+int alloc_free(struct gs_fs *fs, uint64_t blk, uint64_t len);
+/* One metadata block: reserve + commit. */
+int alloc_meta_block(struct gs_fs *fs, uint64_t goal, uint64_t *blk);
+void alloc_release_pending(struct gs_fs *fs, struct fextlist *l);
+int alloc_inode(struct gs_fs *fs, uint64_t *ino);
+int free_inode_bit(struct gs_fs *fs, uint64_t ino);
+uint64_t alloc_free_blocks(const struct gs_fs *fs);
+bool bit_test(const uint64_t *map, uint64_t i);
+
+/* catalog.c */
+int iget(struct gs_fs *fs, uint64_t ino, struct gs_inode **ipp);
+void iput(struct gs_fs *fs, struct gs_inode *ip);
+int iwrite(struct gs_fs *fs, struct gs_inode *ip);
+void itouch(struct gs_inode *ip, bool mtime, bool ctime);
+void istat(const struct gs_fs *fs, const struct gs_inode *ip, struct gs_stat *st);
+void icache_destroy(struct gs_fs *fs);
+int orphans_cleanup(struct gs_fs *fs);
+int ifree_object(struct gs_fs *fs, struct gs_inode *ip);
+void inode_decode(struct inode_m *m, const struct gs_dinode *d);
+void inode_encode(struct gs_dinode *d, const struct inode_m *m);
+uint64_t itable_blk(const struct gs_fs *fs, uint64_t ino, uint32_t *off);
+
+/* array.c */
+int xmap_load(struct gs_fs *fs, struct gs_inode *ip);
+void xmap_free(struct xmap *m);
+/* Find the extent containing @lblk, or the first one after it; NULL: none. */
+const struct gs_ext *xmap_lookup(const struct xmap *m, uint64_t lblk, bool *inside);
+int xmap_insert(struct gs_fs *fs, struct gs_inode *ip, const struct gs_ext *e);
+int xmap_remove(struct gs_fs *fs, struct gs_inode *ip, uint64_t lblk, uint64_t count,
+		bool free_blocks);
+int xmap_sync(struct gs_fs *fs, struct gs_inode *ip);
+int xmap_truncate_blocks(struct gs_fs *fs, struct gs_inode *ip, uint64_t from);
+/* Free every block an object owns (data, extent nodes). */
+int xmap_free_all(struct gs_fs *fs, struct gs_inode *ip);
+int array_truncate(struct gs_fs *fs, struct gs_inode *ip, uint64_t size);
+/* Read/write of directory blocks (metadata) through the extent map. */
+int dir_block_pblk(struct gs_fs *fs, struct gs_inode *ip, uint32_t bidx, uint64_t *pblk);
+int dir_block_add(struct gs_fs *fs, struct gs_inode *ip, uint64_t *pblk);
+
+/* Overflow-checked helpers for values read from disk. */
+static inline bool add_ovf(uint64_t a, uint64_t b, uint64_t *r)
+{
+	return __builtin_add_overflow(a, b, r);
+}
+static inline bool mul_ovf(uint64_t a, uint64_t b, uint64_t *r)
+{
+	return __builtin_mul_overflow(a, b, r);
+}
+
+static inline uint64_t now_sec(void)
+{
+	return (uint64_t)time(NULL);
+}
+
+static inline struct timespec now_ts(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_REALTIME, &t);
+	return t;
+}
+
+#endif /* GS_FS_INTERNAL_H */

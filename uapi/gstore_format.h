@@ -1,0 +1,251 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * gstore on-disk format, version 1.  gstore(5) is the prose contract; this
+ * header is the byte layout.  Everything is little-endian; block numbers are
+ * in fs blocks (block_size bytes) from the start of the device.
+ *
+ *   block 0            superblock (struct gs_dsuper, crc32c over its 512 bytes)
+ *   block 1            superblock copy (identical, written after block 0)
+ *   bbitmap_start ..   block allocation bitmap   (1 bit per block, 1 = in use)
+ *   ibitmap_start ..   inode allocation bitmap   (1 bit per inode, 1 = in use)
+ *   itable_start ..    inode table (inodes_per_block gs_dinode per block)
+ *   journal_start ..   journal ring (1 MiB aligned start and length)
+ *   everything else    data, directory, extent-node and xattr blocks
+ *
+ * Every metadata block other than the superblock starts with struct
+ * gs_dblk: a magic, the block's type, its own block number, its owner inode
+ * and a crc32c of the whole block (computed with the crc field zero).
+ *
+ * Extend by adding, never by editing.  New layouts need a new incompat bit.
+ */
+#ifndef GSTORE_FORMAT_H
+#define GSTORE_FORMAT_H
+
+#include <linux/types.h>
+
+#define GS_SB_MAGIC		0x534665726f747367ULL	/* "gstoreFS" read as le64 */
+#define GS_FORMAT_VERSION	1u
+#define GS_SB_SIZE		512u			/* bytes covered by the sb crc */
+#define GS_MIN_BLOCK		4096u
+#define GS_MAX_BLOCK		65536u
+#define GS_JOURNAL_ALIGN	(1u << 20)		/* journal start/length alignment, bytes */
+#define GS_INODE_SIZE		256u
+#define GS_ROOT_INODE		1u			/* inode 0 is never used */
+
+/* feature words: an unknown incompat bit refuses the mount, an unknown
+ * ro_compat bit allows read-only mounts only, compat bits may be ignored */
+#define GS_FEAT_INCOMPAT_EXTENTS	(1u << 0)	/* extent trees (always set in v1) */
+#define GS_FEAT_INCOMPAT_JOURNAL	(1u << 1)	/* physical redo journal (always set) */
+#define GS_FEAT_INCOMPAT_SUPP		(GS_FEAT_INCOMPAT_EXTENTS | GS_FEAT_INCOMPAT_JOURNAL)
+#define GS_FEAT_RO_COMPAT_SUPP		0u
+#define GS_FEAT_COMPAT_SUPP		0u
+
+/* gs_dsuper.state */
+#define GS_STATE_CLEAN		(1u << 0)	/* unmounted cleanly: journal empty */
+#define GS_STATE_ERRORS		(1u << 1)	/* errors were detected: run fsck */
+
+struct gs_dsuper {
+	__le64 magic;
+	__le32 crc;			/* crc32c of these 512 bytes with crc = 0 */
+	__le32 version;
+	__le32 block_size;
+	__le32 inode_size;
+	__le32 feature_compat;
+	__le32 feature_incompat;
+	__le32 feature_ro_compat;
+	__le32 state;			/* GS_STATE_* */
+	__le64 nblocks;			/* size of the filesystem in blocks */
+	__le64 ninodes;			/* inode numbers 0 .. ninodes-1 (0 unused) */
+	__le64 bbitmap_start, bbitmap_blocks;
+	__le64 ibitmap_start, ibitmap_blocks;
+	__le64 itable_start, itable_blocks;
+	__le64 journal_start, journal_blocks;
+	__le64 root_ino;
+	__le64 j_tail;			/* ring index of the oldest transaction to replay */
+	__le64 j_seq;			/* sequence number expected at j_tail */
+	__le64 rsvd1;			/* 0 (the orphan list starts at the root inode) */
+	__le64 mkfs_time, mount_time, write_time;	/* seconds since the epoch */
+	__le32 mount_count;
+	__le32 rsvd0;
+	__u8 uuid[16];
+	char label[64];			/* NUL padded */
+	__le64 rsvd[31];
+};
+_Static_assert(sizeof(struct gs_dsuper) == GS_SB_SIZE, "gs_dsuper is 512 bytes");
+
+/* gs_dblk.type */
+enum {
+	GS_BT_BBITMAP = 1,
+	GS_BT_IBITMAP = 2,
+	GS_BT_ITABLE = 3,
+	GS_BT_XNODE = 4,	/* extent tree node */
+	GS_BT_DIR = 5,		/* directory entries */
+	GS_BT_XATTR = 6,	/* extended attributes */
+	GS_BT_JDESC = 7,	/* journal descriptor */
+	GS_BT_JCOMMIT = 8,	/* journal commit */
+};
+
+#define GS_BLK_MAGIC	0x4b4c4247u	/* "GBLK" */
+
+/* Header of every metadata block but the superblock. */
+struct gs_dblk {
+	__le32 magic;
+	__le32 crc;		/* crc32c of the whole block with crc = 0 */
+	__le64 blkno;		/* where this block lives (journal blocks: ring position) */
+	__le64 owner;		/* inode owning it; journal blocks: transaction sequence */
+	__le16 type;		/* GS_BT_* */
+	__le16 rsvd0;
+	__le32 rsvd1;
+};
+_Static_assert(sizeof(struct gs_dblk) == 32, "gs_dblk is 32 bytes");
+
+/* Bitmap blocks: the header, then (block_size - 32) * 8 bits, LSB first. */
+#define GS_BITMAP_OFF	32u
+
+/* ---- inodes ---- */
+
+/* One extent: @len blocks of file block @lblk.. at device block @pblk.. */
+struct gs_dextent {
+	__le64 lblk;
+	__le64 pblk;
+	__le32 len;		/* 1 .. 2^31 */
+	__le32 flags;		/* GS_EXT_* */
+};
+_Static_assert(sizeof(struct gs_dextent) == 24, "gs_dextent is 24 bytes");
+
+#define GS_EXT_UNWRITTEN	(1u << 0)	/* allocated, reads as zeros */
+#define GS_EXT_MAX_LEN		(1u << 31)
+
+/* Index entry: the subtree at @child holds file blocks >= @lblk. */
+struct gs_dxidx {
+	__le64 lblk;
+	__le64 child;
+};
+_Static_assert(sizeof(struct gs_dxidx) == 16, "gs_dxidx is 16 bytes");
+
+/* Node header: depth 0 = leaf (gs_dextent entries), > 0 = index (gs_dxidx). */
+struct gs_dxhdr {
+	__le16 depth;
+	__le16 nr;
+	__le32 rsvd;
+};
+_Static_assert(sizeof(struct gs_dxhdr) == 8, "gs_dxhdr is 8 bytes");
+
+#define GS_XROOT_BYTES		96u
+#define GS_XROOT_NEXT		(GS_XROOT_BYTES / sizeof(struct gs_dextent))	/* 4 */
+#define GS_XROOT_NIDX		(GS_XROOT_BYTES / sizeof(struct gs_dxidx))	/* 6 */
+/* Extent node blocks: gs_dblk, gs_dxhdr, then entries to the end of the block. */
+#define GS_XNODE_OFF		40u
+
+/* Extent tree root, inside the inode. */
+struct gs_dxroot {
+	struct gs_dxhdr h;
+	__u8 e[GS_XROOT_BYTES];	/* GS_XROOT_NEXT extents or GS_XROOT_NIDX index entries */
+};
+_Static_assert(sizeof(struct gs_dxroot) == 104, "gs_dxroot is 104 bytes");
+
+struct gs_dtime {
+	__le64 sec;
+	__le32 nsec;
+	__le32 rsvd;
+};
+
+struct gs_dinode {
+	__le16 type;		/* enum gs_obj_type; 0 = free */
+	__le16 flags;		/* GS_IFL_* */
+	__le32 mode;		/* S_IFMT | permissions */
+	__le32 uid, gid;
+	__le32 nlink;
+	__le32 generation;	/* bumped each time the inode number is reused */
+	__le64 size;		/* bytes */
+	__le64 blocks;		/* blocks allocated (data, extent nodes, xattr) */
+	__le64 parent;		/* directory holding it; internal objects: 0 */
+	__le64 owner;		/* GS_T_INTERNAL: the owning object */
+	__le64 child_head;	/* first internal object owned by this one */
+	__le64 next_sib;	/* next internal object of the same owner */
+	__le64 next_orphan;	/* orphan list link; in the root inode: the list head */
+	__le64 xattr_blk;	/* block of extended attributes, 0: none */
+	__le64 roots[2];	/* type-specific roots (graph, nd) */
+	struct gs_dtime atime, mtime, ctime;
+	struct gs_dxroot xroot;	/* extent tree root */
+};
+_Static_assert(sizeof(struct gs_dinode) == GS_INODE_SIZE, "gs_dinode is 256 bytes");
+
+#define GS_IFL_ORPHAN	(1u << 0)	/* on the orphan list */
+
+/* Inode table blocks: gs_dblk, then inodes at GS_ITABLE_OFF + i * 256. */
+#define GS_ITABLE_OFF	32u
+
+/* ---- directories ---- */
+
+/*
+ * Directory blocks: gs_dblk, then records to the end of the block.  Every
+ * byte belongs to exactly one record; a record's rec_len (a multiple of 8,
+ * >= 16 + name_len rounded up) covers its name and any slack after it; a
+ * record with ino 0 is free space.  Names are not NUL terminated.
+ */
+struct gs_ddirent {
+	__le64 ino;
+	__le16 rec_len;
+	__u8 name_len;
+	__u8 type;		/* enum gs_obj_type of the target */
+	__le32 rsvd;
+	char name[];
+};
+_Static_assert(sizeof(struct gs_ddirent) == 16, "gs_ddirent is 16 bytes");
+#define GS_DIR_OFF	32u
+
+/* ---- extended attributes ---- */
+
+/*
+ * Xattr block: gs_dblk, gs_dxattr_hdr, then entries packed back to back:
+ * gs_dxattr, name (name_len bytes), value (value_len bytes), padded to 4.
+ */
+struct gs_dxattr_hdr {
+	__le32 count;
+	__le32 used;		/* bytes of entries after this header */
+};
+struct gs_dxattr {
+	__u8 name_len;
+	__u8 rsvd;
+	__le16 value_len;
+};
+_Static_assert(sizeof(struct gs_dxattr) == 4, "gs_dxattr is 4 bytes");
+#define GS_XATTR_OFF	40u
+
+/* ---- journal ---- */
+
+/*
+ * A transaction is: one or more descriptor blocks, each followed by the block
+ * images it lists, then a commit block.  It is complete when every
+ * descriptor and the commit carry its sequence number and the fs uuid, all
+ * their crcs match, and every image matches the crc its descriptor lists.
+ * Positions wrap at the end of the ring.  Replay starts at j_tail with
+ * j_seq and applies complete transactions in order; the first incomplete
+ * one ends the journal.
+ */
+struct gs_djdesc {
+	struct gs_dblk h;	/* type GS_BT_JDESC, owner = sequence */
+	__u8 uuid[16];
+	__le32 nr;		/* entries in this descriptor */
+	__le32 rsvd;
+	/* struct gs_djtag tags[nr] */
+};
+struct gs_djtag {
+	__le64 blkno;		/* home of the image */
+	__le32 crc;		/* crc32c of the image */
+	__le32 flags;
+};
+_Static_assert(sizeof(struct gs_djdesc) == 56, "gs_djdesc is 56 bytes");
+_Static_assert(sizeof(struct gs_djtag) == 16, "gs_djtag is 16 bytes");
+
+struct gs_djcommit {
+	struct gs_dblk h;	/* type GS_BT_JCOMMIT, owner = sequence */
+	__u8 uuid[16];
+	__le32 nr_blocks;	/* images in the transaction */
+	__le32 nr_desc;		/* descriptor blocks in the transaction */
+	__le64 time;		/* seconds since the epoch */
+};
+_Static_assert(sizeof(struct gs_djcommit) == 64, "gs_djcommit is 64 bytes");
+
+#endif /* GSTORE_FORMAT_H */
