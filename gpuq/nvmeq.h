@@ -1,0 +1,430 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * NVMe I/O queue pair driven from many threads at once: CPU threads or CUDA
+ * threads, the same code (BaM's scheme, one header, __host__ __device__).
+ *
+ * The queue memory (SQ of 64-byte commands, CQ of 16-byte completions) and
+ * the two doorbells belong to a real controller (gstore_nvme.ko mappings) or
+ * to the software controller (gpuq/swnvme.h).  The bookkeeping below lives
+ * in ordinary memory the caller provides (gs_nvmeq_state_bytes()).
+ *
+ * Tickets.  A submitter takes ticket t = fetch_add(ticket).  Its command
+ * slot is p = t % nslots (nslots a power of two) and its command id is
+ * t & 0xffff, so consecutive users of a slot have different ids.  turn[p]
+ * holds the ticket allowed to use slot p: it starts at p and the completer
+ * of t sets it to t + nslots.  At most nslots commands are in flight.
+ *
+ * Positions.  SQ and CQ have qsize = nslots + 1 entries; ticket t goes to SQ
+ * position t % qsize.  One spare entry makes "ring full" unreachable: when t
+ * gets its turn, t - nslots has completed and the CQ head has passed its
+ * completion, whose SQ head field says the controller fetched it, so
+ * t + 1 - sq_head <= nslots = qsize - 1.
+ *
+ * Publishing (SQ tail).  A submitter writes its command, sets sq_mark[pos]
+ * and then, until its mark is cleared, tries to take sq_lock; the holder
+ * walks the contiguous run of marked positions from the tail, clears them,
+ * writes the doorbell once for the whole run and stores the new tail.  One
+ * thread rings the doorbell for many.
+ *
+ * Completions (CQ head).  A waiter scans the CQ from the head for its
+ * command id (valid entries are those whose phase bit matches the lap of
+ * their absolute index), copies the entry, sets cq_mark[pos] and moves the
+ * head the same way: the lock holder walks marked entries from the head,
+ * learns the SQ head from each CQE, writes the CQ head doorbell once.  The
+ * waiter then returns the slot: turn[p] = t + nslots.
+ *
+ * Two ways to complete, not to be mixed on one queue: gs_nvmeq_poll/wait
+ * (each submitter waits for its own ticket; many threads) or gs_nvmeq_reap
+ * (one consumer takes completions in CQ order; a poller thread).
+ *
+ * All counters are 64-bit absolute indices: positions are index % qsize and
+ * the expected phase of index i is 1 on even laps i / qsize, 0 on odd ones.
+ */
+#ifndef GS_NVMEQ_H
+#define GS_NVMEQ_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gstore_ring.h"	/* GS_HD, atomics, gs_cpu_relax */
+
+/* NVMe submission queue entry (NVM command set fields). */
+struct gs_nvme_cmd {
+	uint8_t opc;
+	uint8_t flags;
+	uint16_t cid;
+	uint32_t nsid;
+	uint32_t cdw2, cdw3;
+	uint64_t mptr;
+	uint64_t prp1, prp2;
+	uint32_t cdw10, cdw11, cdw12, cdw13, cdw14, cdw15;
+};
+
+/* NVMe completion queue entry. */
+struct gs_nvme_cqe {
+	uint32_t dw0, dw1;
+	uint16_t sq_head, sq_id;
+	uint16_t cid;
+	uint16_t status;	/* bit 0: phase; bits 1..15: status field */
+};
+
+GS_STATIC_ASSERT(sizeof(struct gs_nvme_cmd) == 64, "NVMe SQE is 64 bytes");
+GS_STATIC_ASSERT(sizeof(struct gs_nvme_cqe) == 16, "NVMe CQE is 16 bytes");
+
+enum {
+	GS_NVME_CMD_FLUSH = 0x00,
+	GS_NVME_CMD_WRITE = 0x01,
+	GS_NVME_CMD_READ = 0x02,
+};
+
+#define GS_NVMEQ_MAX_SLOTS	32768u	/* command ids must tell laps apart */
+
+struct gs_nvmeq {
+	/* read-mostly line */
+	struct gs_nvme_cmd *sq;		/* qsize entries */
+	struct gs_nvme_cqe *cq;		/* qsize entries */
+	uint32_t *sq_db, *cq_db;	/* doorbells (MMIO) */
+	uint64_t *turn;			/* [nslots] */
+	uint32_t *sq_mark, *cq_mark;	/* [qsize] */
+	uint32_t nslots;		/* power of two */
+	uint32_t qsize;			/* nslots + 1 */
+	uint8_t pad0[GS_CACHELINE - 8];
+
+	/* tickets: every submitter */
+	uint64_t ticket;
+	uint8_t pad1[GS_CACHELINE - 8];
+	/* SQ tail and its lock: the publishing thread */
+	uint64_t sq_tail;
+	uint64_t sq_lock;
+	uint8_t pad2[GS_CACHELINE - 16];
+	/* CQ head and its lock, SQ head learned from CQEs: the head mover */
+	uint64_t cq_head;
+	uint64_t cq_lock;
+	uint64_t sq_head;
+	uint8_t pad3[GS_CACHELINE - 24];
+};
+
+/* ---- primitives beyond gstore_ring.h ---- */
+
+#if defined(__CUDA_ARCH__)
+GS_HD int gs_nvmeq_trylock(uint64_t *l)
+{
+	uint64_t e = 0;
+
+	return GS_AREF(uint64_t, l).compare_exchange_strong(e, 1, cuda::memory_order_acquire);
+}
+GS_HD uint32_t gs_nvmeq_cqe_dw3(struct gs_nvme_cqe *e)
+{
+	/* acquire: the entry body is read after the phase bit said it is new */
+	return GS_AREF(uint32_t, (uint32_t *)&e->cid).load(cuda::memory_order_acquire);
+}
+GS_HD void gs_nvmeq_db(uint32_t *db, uint32_t v)
+{
+	/* the queue entries (ours, and others' seen through acquire) reach
+	 * memory before the controller is told */
+	__threadfence_system();
+	*(volatile uint32_t *)db = v;
+}
+GS_HD void gs_nvmeq_store_rlx32(uint32_t *p, uint32_t v)
+{
+	GS_AREF(uint32_t, p).store(v, cuda::memory_order_relaxed);
+}
+#else
+GS_HD int gs_nvmeq_trylock(uint64_t *l)
+{
+	uint64_t e = 0;
+
+	return __atomic_compare_exchange_n(l, &e, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
+}
+GS_HD uint32_t gs_nvmeq_cqe_dw3(struct gs_nvme_cqe *e)
+{
+	/* acquire: the entry body is read after the phase bit said it is new */
+	return __atomic_load_n((uint32_t *)&e->cid, __ATOMIC_ACQUIRE);
+}
+GS_HD void gs_nvmeq_db(uint32_t *db, uint32_t v)
+{
+	/* full fence: queue entries written by any thread (seen through our
+	 * acquires) are globally visible before the doorbell store */
+	gs_fence();
+	__atomic_store_n(db, v, __ATOMIC_RELEASE);
+}
+GS_HD void gs_nvmeq_store_rlx32(uint32_t *p, uint32_t v)
+{
+	__atomic_store_n(p, v, __ATOMIC_RELAXED);
+}
+#endif
+
+GS_HD uint32_t gs_nvmeq_load_acq32(uint32_t *p)
+{
+	return gs_load_acq32(p);
+}
+
+/* ---- setup ---- */
+
+/* Bytes of bookkeeping (turn counters and marks) for @nslots. */
+GS_HD size_t gs_nvmeq_state_bytes(uint32_t nslots)
+{
+	return (size_t)nslots * sizeof(uint64_t) + 2 * (size_t)(nslots + 1) * sizeof(uint32_t);
+}
+
+/* Entries the controller's SQ and CQ must have for @nslots. */
+GS_HD uint32_t gs_nvmeq_qsize(uint32_t nslots)
+{
+	return nslots + 1;
+}
+
+/*
+ * Set up @q over queue memory @sq / @cq of gs_nvmeq_qsize(nslots) entries
+ * (the CQ zeroed: phase 0), doorbells @sq_db / @cq_db and @state of
+ * gs_nvmeq_state_bytes(nslots).  The controller's queues must be fresh
+ * (tail, head 0).  Returns 0 or -22 (-EINVAL).
+ */
+GS_HD int gs_nvmeq_init(struct gs_nvmeq *q, uint32_t nslots, void *sq, void *cq,
+			uint32_t *sq_db, uint32_t *cq_db, void *state)
+{
+	uint32_t i;
+
+	if (nslots < 2 || nslots > GS_NVMEQ_MAX_SLOTS || (nslots & (nslots - 1)))
+		return -22;
+	q->sq = (struct gs_nvme_cmd *)sq;
+	q->cq = (struct gs_nvme_cqe *)cq;
+	q->sq_db = sq_db;
+	q->cq_db = cq_db;
+	q->turn = (uint64_t *)state;
+	q->sq_mark = (uint32_t *)(q->turn + nslots);
+	q->cq_mark = q->sq_mark + nslots + 1;
+	q->nslots = nslots;
+	q->qsize = nslots + 1;
+	q->ticket = q->sq_tail = q->sq_lock = 0;
+	q->cq_head = q->cq_lock = q->sq_head = 0;
+	for (i = 0; i < nslots; i++)
+		q->turn[i] = i;
+	for (i = 0; i <= nslots; i++)
+		q->sq_mark[i] = q->cq_mark[i] = 0;
+	return 0;
+}
+
+/* ---- submission ---- */
+
+/* Publish every contiguous marked SQ position from the tail (lock held). */
+GS_HD void gs_nvmeq_move_tail(struct gs_nvmeq *q)
+{
+	uint64_t tail = q->sq_tail, head = gs_load_acq64(&q->sq_head), n = tail;
+
+	/* the head bound cannot bind (see the file comment); it guards the device */
+	while (n - head < q->nslots && gs_nvmeq_load_acq32(&q->sq_mark[n % q->qsize])) {
+		gs_nvmeq_store_rlx32(&q->sq_mark[n % q->qsize], 0);
+		n++;
+	}
+	if (n != tail) {
+		gs_nvmeq_db(q->sq_db, (uint32_t)(n % q->qsize));
+		gs_store_rel64(&q->sq_tail, n);
+	}
+}
+
+/* Write the command of ticket @t (its turn has come) and see it published. */
+GS_HD void gs_nvmeq_fill(struct gs_nvmeq *q, uint64_t t, const struct gs_nvme_cmd *c)
+{
+	uint32_t pos = (uint32_t)(t % q->qsize);
+
+	q->sq[pos] = *c;
+	q->sq[pos].cid = (uint16_t)t;
+	/* release: the command is written before a mover can publish it */
+	gs_store_rel32(&q->sq_mark[pos], 1);
+	while (gs_nvmeq_load_acq32(&q->sq_mark[pos])) {
+		if (gs_nvmeq_trylock(&q->sq_lock)) {
+			gs_nvmeq_move_tail(q);
+			/* release: tail and marks are updated before the next holder */
+			gs_store_rel64(&q->sq_lock, 0);
+		} else {
+			gs_cpu_relax();
+		}
+	}
+}
+
+/*
+ * Submit @c (its cid is set here) and return its ticket.  Blocks while all
+ * nslots commands are in flight: someone must be completing them.
+ */
+GS_HD uint64_t gs_nvmeq_submit(struct gs_nvmeq *q, const struct gs_nvme_cmd *c)
+{
+	uint64_t t = gs_faa64(&q->ticket, 1);
+
+	/* acquire: the previous user of the slot is done with it */
+	while (gs_load_acq64(&q->turn[t & (q->nslots - 1)]) != t)
+		gs_cpu_relax();
+	gs_nvmeq_fill(q, t, c);
+	return t;
+}
+
+/* Non-blocking submit: 0 and *ticket, or -11 (-EAGAIN) when the slot of the
+ * next ticket is still busy (nslots in flight). */
+GS_HD int gs_nvmeq_try_submit(struct gs_nvmeq *q, const struct gs_nvme_cmd *c, uint64_t *ticket)
+{
+	uint64_t t = gs_load_rlx64(&q->ticket);
+
+	for (;;) {
+		/* acquire: pairs with the completer's release of the slot */
+		if (gs_load_acq64(&q->turn[t & (q->nslots - 1)]) != t)
+			return -11;
+		if (gs_cas64(&q->ticket, &t, t + 1))
+			break;
+	}
+	gs_nvmeq_fill(q, t, c);
+	*ticket = t;
+	return 0;
+}
+
+/* ---- completion ---- */
+
+/* Expected phase of absolute CQ index @i. */
+GS_HD uint32_t gs_nvmeq_phase(const struct gs_nvmeq *q, uint64_t i)
+{
+	return ((i / q->qsize) & 1) ^ 1;
+}
+
+/* Consume every contiguous marked CQ entry from the head (lock held). */
+GS_HD void gs_nvmeq_move_head(struct gs_nvmeq *q)
+{
+	uint64_t head = q->cq_head, n = head, sqh = q->sq_head;
+
+	while (n - head < q->qsize && gs_nvmeq_load_acq32(&q->cq_mark[n % q->qsize])) {
+		uint32_t pos = (uint32_t)(n % q->qsize);
+		uint32_t h = q->cq[pos].sq_head;	/* intact until the doorbell below */
+
+		/* CQEs are taken in order, so their SQ heads never go back */
+		if (h < q->qsize)
+			sqh += (h + q->qsize - (uint32_t)(sqh % q->qsize)) % q->qsize;
+		gs_nvmeq_store_rlx32(&q->cq_mark[pos], 0);
+		n++;
+	}
+	if (n != head) {
+		gs_store_rel64(&q->sq_head, sqh);
+		gs_nvmeq_db(q->cq_db, (uint32_t)(n % q->qsize));
+		gs_store_rel64(&q->cq_head, n);
+	}
+}
+
+/* Entry at absolute index @i was copied: mark it, see the head pass it. */
+GS_HD void gs_nvmeq_consume(struct gs_nvmeq *q, uint64_t i)
+{
+	uint32_t pos = (uint32_t)(i % q->qsize);
+
+	/* release: our copy of the entry is done before the head may pass it */
+	gs_store_rel32(&q->cq_mark[pos], 1);
+	while (gs_nvmeq_load_acq32(&q->cq_mark[pos])) {
+		if (gs_nvmeq_trylock(&q->cq_lock)) {
+			gs_nvmeq_move_head(q);
+			/* release: head, marks and sq_head before the next holder */
+			gs_store_rel64(&q->cq_lock, 0);
+		} else {
+			gs_cpu_relax();
+		}
+	}
+}
+
+/*
+ * Look once for the completion of ticket @t.  Returns 1 with *out filled
+ * (the slot is then free for ticket t + nslots), 0 if not there yet.
+ */
+GS_HD int gs_nvmeq_poll(struct gs_nvmeq *q, uint64_t t, struct gs_nvme_cqe *out)
+{
+	uint16_t cid = (uint16_t)t;
+	uint64_t head = gs_load_acq64(&q->cq_head), i;
+
+	for (i = head; i - head < q->qsize; i++) {
+		struct gs_nvme_cqe *e = &q->cq[i % q->qsize];
+		uint32_t dw3 = gs_nvmeq_cqe_dw3(e);
+
+		if (((dw3 >> 16) & 1) != gs_nvmeq_phase(q, i))
+			return 0;	/* not posted yet (or a stale head: retry later) */
+		if ((uint16_t)dw3 == cid) {
+			*out = *e;
+			out->cid = cid;
+			out->status = (uint16_t)(dw3 >> 16);
+			gs_nvmeq_consume(q, i);
+			/* release: the slot's next user sees a clean queue */
+			gs_store_rel64(&q->turn[t & (q->nslots - 1)], t + q->nslots);
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* Wait for ticket @t; returns the NVMe status field (0: success). */
+GS_HD uint16_t gs_nvmeq_wait(struct gs_nvmeq *q, uint64_t t, struct gs_nvme_cqe *out)
+{
+	while (!gs_nvmeq_poll(q, t, out))
+		gs_cpu_relax();
+	return out->status >> 1;
+}
+
+/*
+ * Single consumer: take the next completion in CQ order.  Returns 1 with
+ * *out and *slot (t % nslots of the command) filled, 0 if none is posted.
+ */
+GS_HD int gs_nvmeq_reap(struct gs_nvmeq *q, struct gs_nvme_cqe *out, uint32_t *slot)
+{
+	uint64_t i = gs_load_acq64(&q->cq_head);
+	struct gs_nvme_cqe *e = &q->cq[i % q->qsize];
+	uint32_t dw3 = gs_nvmeq_cqe_dw3(e), p;
+
+	if (((dw3 >> 16) & 1) != gs_nvmeq_phase(q, i))
+		return 0;
+	*out = *e;
+	out->cid = (uint16_t)dw3;
+	out->status = (uint16_t)(dw3 >> 16);
+	gs_nvmeq_consume(q, i);
+	p = out->cid & (q->nslots - 1);
+	*slot = p;
+	/* release: only this consumer moves turns, so a plain add is enough */
+	gs_store_rel64(&q->turn[p], gs_load_rlx64(&q->turn[p]) + q->nslots);
+	return 1;
+}
+
+/* Is a completion posted at the head (a hint for waiting)? */
+GS_HD int gs_nvmeq_ready(struct gs_nvmeq *q)
+{
+	uint64_t i = gs_load_acq64(&q->cq_head);
+
+	return ((gs_nvmeq_cqe_dw3(&q->cq[i % q->qsize]) >> 16) & 1) == gs_nvmeq_phase(q, i);
+}
+
+/* ---- commands ---- */
+
+/* NVMe status field (cqe.status >> 1) to -errno. */
+GS_HD int gs_nvme_status_errno(uint16_t sf)
+{
+	uint32_t sct = (sf >> 8) & 7, sc = sf & 0xff;
+
+	if (!sf)
+		return 0;
+	if (sct == 0) {
+		switch (sc) {
+		case 0x01: return -95;	/* invalid opcode: -EOPNOTSUPP */
+		case 0x02: return -22;	/* invalid field: -EINVAL */
+		case 0x0b: return -19;	/* invalid namespace: -ENODEV */
+		case 0x80: return -34;	/* LBA out of range: -ERANGE */
+		case 0x81: return -28;	/* capacity exceeded: -ENOSPC */
+		}
+	}
+	return -5;	/* -EIO: media, path and everything else */
+}
+
+/* Fill a read or write of @nlb blocks at @slba (PRPs set by the caller). */
+GS_HD void gs_nvme_rw(struct gs_nvme_cmd *c, uint8_t opc, uint32_t nsid, uint64_t slba,
+		      uint32_t nlb, uint64_t prp1, uint64_t prp2)
+{
+	struct gs_nvme_cmd z = { 0 };
+
+	*c = z;
+	c->opc = opc;
+	c->nsid = nsid;
+	c->prp1 = prp1;
+	c->prp2 = prp2;
+	c->cdw10 = (uint32_t)slba;
+	c->cdw11 = (uint32_t)(slba >> 32);
+	c->cdw12 = nlb - 1;
+}
+
+#endif /* GS_NVMEQ_H */

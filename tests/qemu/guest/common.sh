@@ -1,0 +1,42 @@
+# SPDX-License-Identifier: MIT
+# Guest-side helpers, sourced before each test script inside the QEMU guest.
+# shellcheck shell=sh
+
+# PCI address of the (first) NVMe controller
+nvme_bdf() {
+	for d in /sys/bus/pci/devices/*; do
+		if [ "$(cat "$d/class")" = 0x010802 ]; then
+			basename "$d"
+			return 0
+		fi
+	done
+	return 1
+}
+
+# hand the controller to gstore_nvme (what `gstore nvme bind` does)
+gs_bind() {
+	echo gstore_nvme >"/sys/bus/pci/devices/$1/driver_override" || return 1
+	if [ -e "/sys/bus/pci/devices/$1/driver" ]; then
+		echo "$1" >"/sys/bus/pci/devices/$1/driver/unbind" || return 1
+	fi
+	echo "$1" >/sys/bus/pci/drivers/gstore_nvme/bind
+}
+
+# give it back: clear the override and let the kernel pick a driver
+gs_unbind() {
+	echo "$1" >/sys/bus/pci/drivers/gstore_nvme/unbind || return 1
+	echo >"/sys/bus/pci/devices/$1/driver_override"
+	echo "$1" >/sys/bus/pci/drivers_probe
+}
+
+load_nvme() {
+	for m in $(cat /mod/nvme.order); do
+		insmod "/mod/$m" 2>/dev/null
+	done
+	return 0
+}
+
+fail() {
+	echo "FAIL $*"
+	exit 1
+}

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# timeout: 420
+# gstore_nvme.ko in a QEMU guest (TCG, emulated NVMe): loads, binds only when
+# told to, INFO, queue pairs, write-then-read-verify through nvmeq.h with 1, 4
+# and 16 threads sharing 1, 2 and 4 queue pairs and through the "nvme"
+# backend; bad-ioctl fuzz; no WARNING/BUG in dmesg (panic_on_warn=1).
+set -u
+. "$(dirname "$0")/lib.bash"
+qemu_setup
+cat >"$W/guest.sh" <<'GUEST'
+B=$(nvme_bdf) || fail "no NVMe controller"
+[ -e /sys/bus/pci/devices/$B/driver ] && fail "module bound by itself"
+gs_bind "$B" || fail "bind $B"
+[ -c /dev/gstore-nvme0 ] || fail "no /dev/gstore-nvme0"
+ls -l /dev/gstore-nvme0 | grep -q '^crw-------' || fail "mode is not 0600"
+gsnvme info || exit 1
+gsnvme basic || exit 1
+gsnvme shared /dev/gstore-nvme0 1 1 300 || exit 1
+gsnvme shared /dev/gstore-nvme0 4 2 150 || exit 1
+gsnvme shared /dev/gstore-nvme0 16 4 60 || exit 1
+gsnvme backend /dev/gstore-nvme0 1 200 || exit 1
+gsnvme backend /dev/gstore-nvme0 4 100 || exit 1
+gsnvme fuzz /dev/gstore-nvme0 3000 || exit 1
+gsnvme info | grep -q 'qps 0/' || fail "queue pairs left behind"
+gs_unbind "$B" || fail "unbind"
+echo "ok unbind"
+GUEST
+qemu_boot basic "$W/guest.sh" || exit 1
+echo "pass"

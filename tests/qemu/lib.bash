@@ -1,0 +1,136 @@
+# SPDX-License-Identifier: MIT
+# shellcheck shell=bash
+# Shared by tests/qemu/*.sh (sourced; not a test: the runner runs *.sh only).
+#
+# qemu_setup         find qemu, the Debian kernel + headers, busybox; build
+#                    gstore_nvme.ko and the static guest programs in $W
+# qemu_boot NAME SCRIPT [qemu args...]
+#                    initramfs whose /init loads the module, runs SCRIPT (a
+#                    guest shell script, tests/qemu/guest/common.sh sourced
+#                    first), checks dmesg, powers off; boots it under TCG
+#                    with an emulated NVMe controller; output in $W/NAME.log
+#
+# Guest kernel command line: panic_on_warn=1 oops=panic slub_debug=FZPU, so a
+# WARN or BUG ends the boot without the "GS-EXIT 0" line.
+qemu_skip() {
+	echo "skip: $*"
+	exit 77
+}
+
+qemu_setup() {
+	ROOT=${GS_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+	command -v qemu-system-x86_64 >/dev/null || qemu_skip "qemu-system-x86_64 not installed"
+	command -v cpio >/dev/null || qemu_skip "cpio not installed"
+	BUSYBOX=$(command -v busybox || true)
+	[[ -n $BUSYBOX ]] || qemu_skip "busybox (busybox-static) not installed"
+	file -L "$BUSYBOX" 2>/dev/null | grep -q 'statically linked' ||
+		qemu_skip "busybox is not static (install busybox-static)"
+	KVER=
+	local v
+	for v in $(ls -1 /lib/modules 2>/dev/null | sort -V); do
+		[[ -e /lib/modules/$v/build/Makefile && -r /boot/vmlinuz-$v ]] && KVER=$v
+	done
+	[[ -n $KVER ]] || qemu_skip "no kernel image + headers pair (linux-image-amd64, linux-headers-amd64)"
+	KERNEL=/boot/vmlinuz-$KVER
+	[[ -e /usr/lib/x86_64-linux-gnu/liburing.a ]] || qemu_skip "liburing.a missing (liburing-dev)"
+
+	W=$(mktemp -d "${TMPDIR:-/tmp}/gs-qemu.XXXXXX")
+	[[ ${GS_KEEP:-0} == 1 ]] || trap 'rm -rf "$W"' EXIT
+	mkdir -p "$W/kmod" "$W/root/bin" "$W/root/mod"
+
+	# the module, built out of tree in $W (the source tree stays clean)
+	cp "$ROOT"/kmod/*.c "$ROOT"/kmod/*.h "$ROOT"/kmod/Kbuild "$ROOT"/kmod/Makefile "$W/kmod/"
+	sed -i 's|\$(src)/../uapi|'"$ROOT"'/uapi|' "$W/kmod/Kbuild"
+	if ! make -s -C "$W/kmod" KVER="$KVER" >"$W/kmod.log" 2>&1; then
+		cat "$W/kmod.log"
+		echo "FAIL: gstore_nvme.ko does not build"
+		exit 1
+	fi
+	cp "$W/kmod/gstore_nvme.ko" "$W/root/mod/"
+
+	# the kernel's own nvme driver and what it needs, in load order
+	local dep m
+	dep=$(grep "^kernel/drivers/nvme/host/nvme.ko:" "/lib/modules/$KVER/modules.dep" | cut -d: -f2)
+	: >"$W/root/mod/nvme.order"
+	for m in kernel/crypto/crct10dif_generic.ko kernel/crypto/crc64_rocksoft_generic.ko; do
+		[[ -e /lib/modules/$KVER/$m ]] || continue
+		cp "/lib/modules/$KVER/$m" "$W/root/mod/"
+		basename "$m" >>"$W/root/mod/nvme.order"
+	done
+	for m in $(echo "$dep" | tr ' ' '\n' | tac) kernel/drivers/nvme/host/nvme.ko; do
+		[[ -n $m ]] || continue
+		cp "/lib/modules/$KVER/$m" "$W/root/mod/"
+		basename "$m" >>"$W/root/mod/nvme.order"
+	done
+
+	# static guest programs
+	local cflags=(-static -O2 -g -std=gnu11 -Wall -Wextra -Werror -Wno-unused-parameter
+		      -D_GNU_SOURCE -I"$ROOT/include" -I"$ROOT/uapi" -I"$ROOT/lib" -I"$ROOT" -pthread)
+	if ! gcc "${cflags[@]}" -o "$W/root/bin/gsnvme" "$ROOT/tests/qemu/guest/gsnvme.c" \
+		"$ROOT/gpuq/nvme.c" "$ROOT/lib/log.c" >"$W/gcc.log" 2>&1; then
+		cat "$W/gcc.log"
+		echo "FAIL: guest programs do not build"
+		exit 1
+	fi
+	if [[ -e $ROOT/tests/qemu/guest/gsbench.c ]]; then
+		if ! gcc "${cflags[@]}" -o "$W/root/bin/gsbench" "$ROOT/tests/qemu/guest/gsbench.c" \
+			"$ROOT/gpuq/nvme.c" "$ROOT/gpuq/passthru.c" "$ROOT/lib/log.c" -luring \
+			>"$W/gcc.log" 2>&1; then
+			cat "$W/gcc.log"
+			echo "FAIL: gsbench does not build"
+			exit 1
+		fi
+	fi
+	cp "$BUSYBOX" "$W/root/bin/busybox"
+	cp "$ROOT/tests/qemu/guest/common.sh" "$W/root/common.sh"
+}
+
+# qemu_boot NAME SCRIPT [extra qemu args]
+qemu_boot() {
+	local name=$1 script=$2
+	shift 2
+	local r=$W/root
+
+	cat >"$r/init" <<'EOF'
+#!/bin/busybox sh
+/bin/busybox mkdir -p /proc /sys /dev /tmp
+/bin/busybox --install -s /bin
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+mount -t tmpfs tmp /tmp
+export PATH=/bin
+. /common.sh
+insmod /mod/gstore_nvme.ko || echo "FAIL: insmod gstore_nvme"
+sh -c '. /common.sh; . /test.sh'
+rc=$?
+[ $rc = 0 ] || dmesg | tail -30
+if dmesg | grep -E 'WARNING:|BUG:|Oops|general protection|UBSAN|KASAN|kmemleak' ; then
+	echo "GS-DMESG-BAD"
+fi
+echo "GS-EXIT $rc"
+poweroff -f
+EOF
+	chmod +x "$r/init"
+	cp "$script" "$r/test.sh"
+	(cd "$r" && find . | cpio -o -H newc --quiet | gzip -1 >"$W/initrd.gz")
+	[[ -e $W/disk.img ]] || truncate -s 256M "$W/disk.img"
+
+	local append="console=ttyS0 panic=-1 panic_on_warn=1 oops=panic slub_debug=FZPU"
+	append+=" loglevel=4 rdinit=/init ${GS_QEMU_APPEND:-}"
+	timeout -k 5 "${GS_QEMU_TIMEOUT:-600}" qemu-system-x86_64 -accel tcg -m 1G -smp 2 \
+		-nographic -no-reboot -monitor none -serial stdio -nic none \
+		-kernel "$KERNEL" -initrd "$W/initrd.gz" -append "$append" \
+		-drive "file=$W/disk.img,if=none,id=nv0,format=raw" \
+		-device "nvme,serial=gs0,drive=nv0,max_ioqpairs=16" \
+		"$@" </dev/null >"$W/$name.log" 2>&1
+	local rc=$?
+	tr -d '\r' <"$W/$name.log" >"$W/$name.clean"
+	grep -E '^(ok|FAIL|skip|info|bench|GS-|hold|cycle)' "$W/$name.clean"
+	if ! grep -q '^GS-EXIT 0$' "$W/$name.clean" || grep -q 'GS-DMESG-BAD' "$W/$name.clean"; then
+		echo "---- guest console (last 60 lines), qemu rc $rc ----"
+		tail -60 "$W/$name.clean"
+		return 1
+	fi
+	return 0
+}
