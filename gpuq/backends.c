@@ -3,10 +3,12 @@
 #include <string.h>
 
 #include "gpuq/backend.h"
+#include "gpuq/nvme_kmod.h"
 
 static const struct gs_backend_ops *const backends[] = {
 	&gs_backend_uring,
 	&gs_backend_fault,
+	&gs_backend_nvme,
 };
 
 const struct gs_backend_ops *gs_backend_find(const char *name)
