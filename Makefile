@@ -85,8 +85,13 @@ $(LIB): $(LIB_OBJS)
 $(B)/bin/%: $(B)/bin/%.o $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
+# objects of bin/NAME/*.c live under $(B)/o/: $(B)/bin/NAME is the program itself
+$(B)/o/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+
 define prog_dir_rule
-$(B)/bin/$(1): $(patsubst %.c,$(B)/%.o,$(wildcard bin/$(1)/*.c)) $(LIB)
+$(B)/bin/$(1): $(patsubst %.c,$(B)/o/%.o,$(wildcard bin/$(1)/*.c)) $(LIB)
 	$$(CC) $$(LDFLAGS) -o $$@ $$(filter %.o,$$^) $(LIB) $$(LDLIBS)
 endef
 $(foreach p,$(PROG_DIRS),$(eval $(call prog_dir_rule,$(p))))

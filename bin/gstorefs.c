@@ -1,0 +1,366 @@
+// SPDX-License-Identifier: MIT
+/*
+ * gstorefs: mount a gstore image or device with FUSE.
+ *
+ *   gstorefs IMAGE|DEVICE MOUNTPOINT [-f] [-d] [-s] [-o opt[,opt...]]
+ *
+ * Also runs as mount.gstorefs / through mount.fuse3 (`mount -t fuse.gstorefs
+ * IMAGE DIR`, fstab), which call it as `gstorefs IMAGE DIR -o OPTS`.
+ *
+ * The daemon forks before anything starts threads (the fs core's pollers);
+ * the parent waits until the child has mounted and exits with its status,
+ * so `mount` and scripts see a failure as a failure.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include "gstore.h"
+#include "gstore_fs.h"
+#include "fs/fuse_internal.h"
+#include "bin/opts.h"
+
+struct conf {
+	char *image;
+	char *cache, *line, *fault;
+	unsigned pollers, qd, threads;
+	double timeout;
+	int ro, buffered, nonopts, helper;
+};
+
+enum { KEY_RO, KEY_KEEP, KEY_DROP, KEY_HELP, KEY_VERSION };
+
+#define OPT(t, f, v) { t, offsetof(struct conf, f), v }
+static const struct fuse_opt gs_opts[] = {
+	OPT("cache=%s", cache, 0),
+	OPT("line=%s", line, 0),
+	OPT("pollers=%u", pollers, 0),
+	OPT("qd=%u", qd, 0),
+	OPT("threads=%u", threads, 0),
+	OPT("timeout=%lf", timeout, 0),
+	OPT("fault=%s", fault, 0),
+	OPT("buffered", buffered, 1),
+	FUSE_OPT_KEY("ro", KEY_RO),
+	FUSE_OPT_KEY("rw", KEY_KEEP),
+	/* mount(8)/fstab words that mean nothing here; nosuid,nodev always apply */
+	FUSE_OPT_KEY("dev", KEY_DROP),
+	FUSE_OPT_KEY("suid", KEY_DROP),
+	FUSE_OPT_KEY("exec", KEY_DROP),
+	FUSE_OPT_KEY("defaults", KEY_DROP),
+	FUSE_OPT_KEY("auto", KEY_DROP),
+	FUSE_OPT_KEY("noauto", KEY_DROP),
+	FUSE_OPT_KEY("user", KEY_DROP),
+	FUSE_OPT_KEY("nouser", KEY_DROP),
+	FUSE_OPT_KEY("users", KEY_DROP),
+	FUSE_OPT_KEY("_netdev", KEY_DROP),
+	FUSE_OPT_KEY("nofail", KEY_DROP),
+	FUSE_OPT_KEY("async", KEY_DROP),
+	FUSE_OPT_KEY("-h", KEY_HELP),
+	FUSE_OPT_KEY("--help", KEY_HELP),
+	FUSE_OPT_KEY("-V", KEY_VERSION),
+	FUSE_OPT_KEY("--version", KEY_VERSION),
+	FUSE_OPT_END
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: gstorefs IMAGE|DEVICE MOUNTPOINT [-f] [-d] [-s] [-o opt[,opt...]]\n"
+		"\n"
+		"gstore options:\n"
+		"  -o cache=SIZE      block cache memory (default 256M)\n"
+		"  -o line=SIZE       cache line size (default 64K)\n"
+		"  -o pollers=N       I/O poller threads, at most (default 2)\n"
+		"  -o qd=N            queue depth per poller (default 128)\n"
+		"  -o threads=N       FUSE worker threads, at most (default 64)\n"
+		"  -o timeout=SEC     attribute/entry cache timeout (default 1.0)\n"
+		"  -o ro              read-only\n"
+		"  -o buffered        no O_DIRECT on the image (images on tmpfs)\n"
+		"  -o fault=SPEC      I/O fault injection for tests (gs_q_fault(3))\n"
+		"\n"
+		"Always: default_permissions,nosuid,nodev (+allow_other when run by root).\n"
+		"  -f                 foreground      -d  debug (implies -f)\n"
+		"  -s                 single-threaded\n"
+		"See gstorefs(8).\n");
+}
+
+static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
+{
+	struct conf *c = data;
+
+	switch (key) {
+	case FUSE_OPT_KEY_NONOPT:
+		if (c->nonopts++ == 0) {
+			c->image = strdup(arg);
+			return 0;
+		}
+		return c->nonopts == 2 ? 1 : (fprintf(stderr, "gstorefs: extra argument '%s'\n",
+						      arg), -1);
+	case KEY_RO:
+		c->ro = 1;
+		return 1;	/* libfuse passes it on: MS_RDONLY */
+	case KEY_KEEP:
+		return 1;
+	case KEY_DROP:
+		return 0;
+	case KEY_HELP:
+		usage(stdout);
+		exit(0);
+	case KEY_VERSION:
+		printf("gstorefs (gstore) 0.1, FUSE library %s\n", fuse_pkgversion());
+		exit(0);
+	}
+	return 1;
+}
+
+/* argv as mount(8) hands it to mount.TYPE helpers: spec dir [-sfnv] [-o opts]
+ * [-t type]; -f and -n mean "fake" and "no mtab" there, not FUSE's -f. */
+static int strip_mount_flags(int argc, char **argv)
+{
+	int n = 1;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "-t") || !strcmp(argv[i], "-N")) {
+			i++;
+			continue;
+		}
+		if (argv[i][0] == '-' && argv[i][1] && strchr("sfnv", argv[i][1]) &&
+		    !argv[i][2])
+			continue;
+		argv[n++] = argv[i];
+	}
+	argv[n] = NULL;
+	return n;
+}
+
+/* fsname=IMAGE: commas and backslashes escaped for -o parsing. */
+static char *fsname_opt(const char *image)
+{
+	size_t len = strlen(image);
+	char *s = malloc(2 * len + sizeof("fsname="));
+	char *p;
+
+	if (!s)
+		return NULL;
+	p = stpcpy(s, "fsname=");
+	for (; *image; image++) {
+		if (*image == ',' || *image == '\\')
+			*p++ = '\\';
+		*p++ = *image;
+	}
+	*p = 0;
+	return s;
+}
+
+static int detached;
+
+static void log_msg(int level, const char *msg, void *arg)
+{
+	if (detached)
+		syslog(level, "%s", msg);
+	else
+		fprintf(stderr, "gstorefs: %s\n", msg);
+}
+
+/* Fork; the parent waits for the child's verdict on the pipe and exits with it. */
+static int daemon_fork(int *wfd)
+{
+	int pfd[2];
+	pid_t pid;
+	char st;
+
+	if (pipe(pfd)) {
+		perror("gstorefs: pipe");
+		return -1;
+	}
+	pid = fork();
+	if (pid < 0) {
+		perror("gstorefs: fork");
+		return -1;
+	}
+	if (pid > 0) {
+		close(pfd[1]);
+		if (read(pfd[0], &st, 1) != 1)
+			st = 1;	/* child died before reporting */
+		_exit(st);
+	}
+	close(pfd[0]);
+	setsid();
+	*wfd = pfd[1];
+	return 0;
+}
+
+static void daemon_ready(int wfd, char status)
+{
+	int fd;
+
+	if (wfd < 0)
+		return;
+	if (!status) {
+		openlog("gstorefs", LOG_PID, LOG_DAEMON);
+		detached = 1;
+		if (chdir("/")) {
+			/* nothing holds the old cwd busy either way */
+		}
+		fd = open("/dev/null", O_RDWR);
+		if (fd >= 0) {
+			dup2(fd, 0);
+			dup2(fd, 1);
+			dup2(fd, 2);
+			if (fd > 2)
+				close(fd);
+		}
+	}
+	if (write(wfd, &status, 1) != 1) {
+		/* the parent is gone: nothing to tell */
+	}
+	close(wfd);
+}
+
+static int parse_conf(struct conf *c, struct gs_fs_opts *fo)
+{
+	uint64_t v;
+
+	if (c->cache) {
+		if (gs_parse_size(c->cache, &v) || !v) {
+			fprintf(stderr, "gstorefs: bad cache size '%s'\n", c->cache);
+			return -1;
+		}
+		fo->cache_bytes = v;
+	}
+	if (c->line) {
+		if (gs_parse_size(c->line, &v) || !v || v > (1u << 30) || (v & (v - 1))) {
+			fprintf(stderr, "gstorefs: bad line size '%s' (a power of two)\n",
+				c->line);
+			return -1;
+		}
+		fo->line_size = (uint32_t)v;
+	}
+	fo->path = c->image;
+	fo->pollers = c->pollers;
+	fo->queue_depth = c->qd;
+	fo->fault = c->fault;
+	fo->flags = (c->ro ? GS_FS_RDONLY : 0) | (c->buffered ? GS_FS_BUFFERED : 0);
+	return 0;
+}
+
+static int run_loop(struct fuse_session *se, const struct fuse_cmdline_opts *o,
+		    const struct conf *c)
+{
+	struct fuse_loop_config *cfg;
+	unsigned threads;
+	int ret;
+
+	if (o->singlethread)
+		return fuse_session_loop(se);
+	cfg = fuse_loop_cfg_create();
+	if (!cfg)
+		return -1;
+	threads = c->threads ? c->threads : 64;
+	fuse_loop_cfg_set_max_threads(cfg, threads);
+	/* Keep workers around: creating threads per burst costs more than their
+	 * stacks (-o max_idle_threads=N still overrides). */
+	fuse_loop_cfg_set_idle_threads(cfg, o->max_idle_threads != UINT_MAX ?
+				       o->max_idle_threads : threads);
+	fuse_loop_cfg_set_clone_fd(cfg, (unsigned)o->clone_fd);
+	ret = fuse_session_loop_mt(se, cfg);
+	fuse_loop_cfg_destroy(cfg);
+	return ret;
+}
+
+int main(int argc, char **argv)
+{
+	struct conf c = { .timeout = -1 };
+	struct fuse_args args;
+	struct fuse_cmdline_opts o = { 0 };
+	struct gs_fs_opts fo = { 0 };
+	struct gs_fuse_conf fc = { 0 };
+	struct gs_fuse *gf = NULL;
+	struct gs_fs *fs = NULL;
+	struct fuse_session *se;
+	sigset_t sigs, oldsigs;
+	char *fsname = NULL, imgpath[PATH_MAX];
+	int wfd = -1, ret = 1;
+
+	if (!strncmp(basename(argv[0]), "mount.", 6))
+		argc = strip_mount_flags(argc, argv);
+	args = (struct fuse_args)FUSE_ARGS_INIT(argc, argv);
+	gs_set_log_func(log_msg, NULL);
+
+	if (fuse_opt_parse(&args, &c, gs_opts, opt_proc) == -1)
+		goto free_args;
+	if (c.nonopts < 2) {
+		usage(stderr);
+		goto free_args;
+	}
+	/* fsname is the image's absolute path: `gstore` finds the mount by it. */
+	fsname = fsname_opt(realpath(c.image, imgpath) ? imgpath : c.image);
+	if (!fsname || fuse_opt_add_arg(&args, "-o") ||
+	    fuse_opt_add_arg(&args, "default_permissions,nosuid,nodev,subtype=gstorefs") ||
+	    fuse_opt_add_arg(&args, "-o") || fuse_opt_add_arg(&args, fsname) ||
+	    (geteuid() == 0 &&
+	     (fuse_opt_add_arg(&args, "-o") || fuse_opt_add_arg(&args, "allow_other"))))
+		goto free_args;
+	if (fuse_parse_cmdline(&args, &o) || !o.mountpoint) {
+		usage(stderr);
+		goto free_args;
+	}
+	if (parse_conf(&c, &fo))
+		goto free_args;
+	fc.rdonly = (unsigned)c.ro;
+	fc.timeout = c.timeout;
+
+	if (!o.foreground && daemon_fork(&wfd))
+		goto free_args;
+	/* Threads started below (pollers) must not take the termination
+	 * signals: libfuse's handlers have to run in the loop's thread. */
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &sigs, &oldsigs);
+	ret = gs_fs_mount(&fs, &fo);
+	if (ret < 0) {
+		fprintf(stderr, "gstorefs: cannot mount %s: %s\n", c.image, strerror(-ret));
+		ret = 1;
+		goto fail;
+	}
+	ret = 1;
+	if (gs_fuse_new(&gf, fs, &fc, &args) < 0)
+		goto unmount_fs;
+	se = gs_fuse_session(gf);
+	if (fuse_set_signal_handlers(se))
+		goto destroy;
+	if (fuse_session_mount(se, o.mountpoint))
+		goto remove_handlers;
+	pthread_sigmask(SIG_SETMASK, &oldsigs, NULL);
+	daemon_ready(wfd, 0);
+	wfd = -1;
+
+	ret = run_loop(se, &o, &c) ? 1 : 0;
+
+	fuse_session_unmount(se);
+remove_handlers:
+	fuse_remove_signal_handlers(se);
+destroy:
+	gs_fuse_destroy(gf);
+unmount_fs:
+	if (gs_fs_unmount(fs) < 0)
+		ret = 1;	/* data not flushed: say so in the exit status */
+fail:
+	daemon_ready(wfd, 1);	/* only if still attached: a failure before the mount */
+free_args:
+	free(fsname);
+	free(o.mountpoint);
+	free(c.image);
+	fuse_opt_free_args(&args);
+	return ret ? 1 : 0;
+}

@@ -1,0 +1,128 @@
+# SPDX-License-Identifier: MIT
+# Sourced by tests/integration/fs_*.sh: a fresh image in a temp dir, mount /
+# unmount / crash helpers, and cleanup in an EXIT trap.  Not a test itself.
+#
+#   gs_init [SIZE] [MKFS ARGS...]   temp dir $T, image $IMG (mkfs'ed), mount point $MNT
+#   gs_mount [-o OPTS]              start gstorefs in the foreground (pid $GS_PID)
+#   gs_umount                       unmount and wait for the daemon; fails if it failed
+#   gs_kill9                        kill -9 the daemon, detach the dead mount
+#   fail MSG / ok MSG / expect WANT CMD...
+set -u
+GS_BUILD=${GS_BUILD:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/build}
+GS_ROOT=${GS_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+GSTORE=$GS_BUILD/bin/gstore
+GSTOREFS=$GS_BUILD/bin/gstorefs
+FSOPS=$GS_BUILD/tests/helpers/fsops
+GS_PID=
+GS_MOUNTED=0
+GS_MNT_OPTS=
+# python3 with numpy (Debian's, not a pyenv shim without it)
+PY=python3
+for p in /usr/bin/python3 python3; do
+	if command -v "$p" >/dev/null && "$p" -c 'import numpy' 2>/dev/null; then
+		PY=$p
+		break
+	fi
+done
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+skip() { echo "skip: $*"; exit 77; }
+ok() { echo "ok: $*"; }
+
+# expect WANT CMD...: CMD's stdout (trimmed) must be WANT
+expect() {
+	local want=$1 got
+	shift
+	got=$("$@" 2>&1) || true
+	[[ $got == "$want" ]] || fail "$*: got '$got', want '$want'"
+}
+
+gs_need_fuse() {
+	[[ -x $GSTOREFS && -x $GSTORE && -x $FSOPS ]] || skip "build first (no $GSTOREFS)"
+	[[ -c /dev/fuse ]] || skip "no /dev/fuse"
+	if [[ $(id -u) -ne 0 ]]; then
+		[[ -r /dev/fuse && -w /dev/fuse ]] || skip "/dev/fuse not usable by $(id -un)"
+		command -v fusermount3 >/dev/null || skip "no fusermount3 for a non-root mount"
+	fi
+}
+
+gs_need_root() {
+	[[ $(id -u) -eq 0 ]] || skip "needs root ($*)"
+}
+
+gs_cleanup() {
+	if [[ $GS_MOUNTED == 1 ]]; then
+		fusermount3 -u -z "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null
+	fi
+	if [[ -n $GS_PID ]] && kill -0 "$GS_PID" 2>/dev/null; then
+		kill -9 "$GS_PID" 2>/dev/null
+		wait "$GS_PID" 2>/dev/null
+	fi
+	[[ -n ${T:-} ]] && rm -rf "$T"
+}
+
+gs_init() {
+	local size=${1:-1G}
+	shift || true
+	gs_need_fuse
+	T=$(mktemp -d "${GS_TMP:-${TMPDIR:-/tmp}}/gstore-test.XXXXXX")
+	chmod 755 "$T"
+	trap gs_cleanup EXIT
+	IMG=$T/img
+	MNT=$T/mnt
+	mkdir -p "$MNT"
+	"$GSTORE" mkfs --size "$size" "$@" "$IMG" >/dev/null || fail "mkfs"
+	# O_DIRECT on the image needs a file system that has it (not old tmpfs)
+	if ! dd if=/dev/zero of="$T/odirect" bs=4096 count=1 oflag=direct status=none 2>/dev/null
+	then
+		GS_MNT_OPTS=buffered
+	fi
+	rm -f "$T/odirect"
+}
+
+# gs_mount [-o OPTS]
+gs_mount() {
+	local opts=$GS_MNT_OPTS i
+	if [[ ${1:-} == -o ]]; then
+		opts=${opts:+$opts,}$2
+	fi
+	"$GSTOREFS" -f "$IMG" "$MNT" ${opts:+-o "$opts"} 2>>"$T/gstorefs.log" &
+	GS_PID=$!
+	for ((i = 0; i < 200; i++)); do
+		if [[ -f $MNT/.gstore/info ]]; then
+			GS_MOUNTED=1
+			return 0
+		fi
+		kill -0 "$GS_PID" 2>/dev/null || break
+		sleep 0.05
+	done
+	cat "$T/gstorefs.log" >&2
+	fail "gstorefs did not mount $IMG"
+}
+
+gs_umount() {
+	local i rc
+	for ((i = 0; i < 50; i++)); do
+		fusermount3 -u "$MNT" 2>/dev/null && break
+		sleep 0.1
+	done
+	[[ $i -lt 50 ]] || fail "cannot unmount $MNT"
+	GS_MOUNTED=0
+	wait "$GS_PID"
+	rc=$?
+	GS_PID=
+	[[ $rc -eq 0 ]] || { cat "$T/gstorefs.log" >&2; fail "gstorefs exited $rc"; }
+}
+
+gs_kill9() {
+	kill -9 "$GS_PID" 2>/dev/null
+	wait "$GS_PID" 2>/dev/null
+	GS_PID=
+	fusermount3 -u -z "$MNT" 2>/dev/null || umount -l "$MNT"
+	GS_MOUNTED=0
+}
+
+# gs_alive: the daemon still runs and the mount answers
+gs_alive() {
+	kill -0 "$GS_PID" 2>/dev/null && [[ -f $MNT/.gstore/info ]]
+}

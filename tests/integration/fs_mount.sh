@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Mounting the ways users do: gstorefs as a daemon (errors reach the exit
+# status), `mount -t fuse.gstorefs` and an fstab line (mount.fuse3 runs
+# `gstorefs IMAGE DIR -o OPTS`), -o ro, and the default options.
+# timeout: 120
+. "$(dirname "$0")/../helpers/gsmount.sh"
+gs_init 256M
+export PATH=$GS_BUILD/bin:$PATH
+
+# daemon mode: a bad image or mount point is a non-zero exit, not a silent one
+gstorefs "$T/nonexistent" "$MNT" 2>"$T/err" && fail "mounted a nonexistent image"
+grep -q nonexistent "$T/err" || fail "no message for a bad image: $(cat "$T/err")"
+gstorefs "$IMG" "$T/nodir" 2>/dev/null && fail "mounted on a nonexistent dir"
+gstorefs "$IMG" 2>/dev/null && fail "ran without a mount point"
+
+wait_gone() {	# the daemon of $IMG has exited (it flushes after the unmount)
+	local i
+	for ((i = 0; i < 100; i++)); do
+		pgrep -f -- "gstorefs $IMG" >/dev/null || return 0
+		sleep 0.1
+	done
+	fail "gstorefs for $IMG still running after unmount"
+}
+
+gstorefs "$IMG" "$MNT" -o cache=64M,pollers=1 || fail "daemon mode mount"
+GS_MOUNTED=1
+opts=$(findmnt -n -o OPTIONS "$MNT")
+[[ $opts == *nosuid* && $opts == *nodev* ]] || fail "options: $opts"
+[[ $(findmnt -n -o FSTYPE "$MNT") == fuse.gstorefs ]] || fail "type"
+echo daemon >"$MNT/arrays/d"
+fusermount3 -u "$MNT" || fail "unmount"
+GS_MOUNTED=0
+wait_gone
+ok "daemon mode"
+
+if [[ $(id -u) -ne 0 ]]; then
+	skip "mount -t/fstab need root (daemon mode passed)"
+fi
+mount -t fuse.gstorefs -o rw,dev,suid,cache=32M "$IMG" "$MNT" || fail "mount -t fuse.gstorefs"
+GS_MOUNTED=1
+[[ $(cat "$MNT/arrays/d") == daemon ]] || fail "data through mount -t"
+opts=$(findmnt -n -o OPTIONS "$MNT")
+[[ $opts == *nosuid* && $opts == *nodev* ]] || fail "suid/dev were not ignored: $opts"
+umount "$MNT" || fail umount
+GS_MOUNTED=0
+wait_gone
+ok "mount -t fuse.gstorefs"
+
+echo "$IMG $MNT fuse.gstorefs defaults,ro,cache=32M 0 0" >"$T/fstab"
+mount -T "$T/fstab" "$MNT" || fail "mount from an fstab line"
+GS_MOUNTED=1
+[[ $(findmnt -n -o OPTIONS "$MNT") == ro,* ]] || fail "not read-only: $(findmnt -n -o OPTIONS "$MNT")"
+[[ $(cat "$MNT/arrays/d") == daemon ]] || fail "data through fstab mount"
+touch "$MNT/arrays/x" 2>/dev/null && fail "wrote on a ro mount"
+umount "$MNT" || fail umount
+GS_MOUNTED=0
+wait_gone
+"$GSTORE" fsck -n "$IMG" >/dev/null || fail "fsck"
+ok "fstab line, ro"
