@@ -167,6 +167,11 @@ struct gs_q *gs_fs_queue(struct gs_fs *fs);
  * 4. gs_fs_mount() please takes an exclusive lock on the image (flock/
  *    O_EXCL on block devices) and fails with -EBUSY, so that `gstore stat /
  *    import` on an image that gstorefs has mounted fails cleanly.
+ * 5. Finding (tests/integration/fs_enospc.sh): after `rm` of the file that
+ *    filled the fs, new writes still fail with ENOSPC although statfs shows
+ *    the space free - also after fsyncdir and after a remount.  Frees stay
+ *    pending (alloc_release_pending); an allocation that hits ENOSPC while
+ *    frees are pending could commit/checkpoint and retry.
  */
 int gs_fs_open(struct gs_fs *fs, uint64_t ino, int flags);
 int gs_fs_release(struct gs_fs *fs, uint64_t ino);
