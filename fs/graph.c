@@ -1,0 +1,629 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Graph handles: the root slots, opening (redo replay, GTT and delta
+ * load), and neighbour queries over pages + delta records + update log.
+ *
+ * Root commits alternate between two slots; a slot is written only after
+ * everything it names is durable, and the valid slot with the higher
+ * generation wins at open, so a torn slot write falls back one commit.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "gs_log.h"
+#include "graph_internal.h"
+
+static uint32_t root_crc(const struct gs_graph_root *r)
+{
+	struct gs_graph_root c = *r;
+
+	c.crc = 0;
+	return gs_crc32c(0, &c, sizeof(c));
+}
+
+static bool root_valid(const struct gs_graph_root *r)
+{
+	return le32toh(r->magic) == GS_GRAPH_ROOT_MAGIC &&
+	       le32toh(r->version) == GS_GRAPH_VERSION && root_crc(r) == le32toh(r->crc);
+}
+
+int gr_root_read(struct gr_store *st, struct gs_graph_root *r)
+{
+	struct gs_graph_root s[2];
+	bool ok[2];
+
+	for (int i = 0; i < 2; i++) {
+		ssize_t n = st->ops->pread(st, st->root, &s[i], sizeof(s[i]),
+					   (uint64_t)i * GS_GRAPH_SLOT_SIZE);
+
+		if (n < 0)
+			return (int)n;
+		ok[i] = n == (ssize_t)sizeof(s[i]) && root_valid(&s[i]);
+	}
+	if (!ok[0] && !ok[1])
+		return -ENODATA;
+	if (ok[0] && ok[1])
+		*r = le64toh(s[1].gen) > le64toh(s[0].gen) ? s[1] : s[0];
+	else
+		*r = ok[0] ? s[0] : s[1];
+	return 0;
+}
+
+/* Write *r as the next generation into the other slot; *r follows on success. */
+int gr_root_write(struct gr_store *st, struct gs_graph_root *r)
+{
+	struct gs_graph_root n = *r;
+	uint64_t gen = le64toh(n.gen) + 1;
+	int ret;
+
+	n.gen = htole64(gen);
+	n.crc = 0;
+	n.crc = htole32(root_crc(&n));
+	ret = gr_store_write_full(st, st->root, &n, sizeof(n), (gen & 1) * GS_GRAPH_SLOT_SIZE);
+	if (!ret)
+		ret = st->ops->sync(st, st->root);
+	if (!ret)
+		*r = n;
+	return ret;
+}
+
+/* Commit g->root (already updated by the caller) as the next generation. */
+int gr_root_commit(struct gs_graph *g)
+{
+	return gr_root_write(g->st, &g->root);
+}
+
+/* ---- handles ---- */
+
+int gr_graph_new(struct gs_graph **gp)
+{
+	pthread_rwlockattr_t a;
+	struct gs_graph *g = calloc(1, sizeof(*g));
+
+	if (!g)
+		return -ENOMEM;
+	pthread_rwlockattr_init(&a);
+	/* updates and merges must not starve behind a stream of queries */
+	pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&g->lock, &a);
+	pthread_rwlockattr_destroy(&a);
+	g->workers = GR_DEF_WORKERS;
+	g->eng = &gr_engine_pages;
+	*gp = g;
+	return 0;
+}
+
+static void scratch_destroy(void *p)
+{
+	gr_scratch_free(p);
+	free(p);
+}
+
+void gr_graph_free(struct gs_graph *g)
+{
+	gr_pool_stop(g);
+	if (g->eng && g->eng->close)
+		g->eng->close(g);
+	for (unsigned d = 0; d < 2; d++) {
+		gr_gtt_free(&g->dir[d].gtt);
+		free(g->freepg[d]);
+	}
+	gr_pend_clear(g);
+	for (unsigned d = 0; d < 2; d++) {
+		gr_map_free(&g->dir[d].pmap);
+		free(g->dir[d].pend);
+	}
+	gr_map_free(&g->vdel);
+	free(g->vops);
+	if (g->sckey_ok) {
+		struct gr_scratch *sc = pthread_getspecific(g->sckey);
+
+		if (sc)
+			scratch_destroy(sc);
+		pthread_key_delete(g->sckey);
+	}
+	if (g->st && !g->st->borrowed)
+		g->st->ops->destroy(g->st);
+	pthread_rwlock_destroy(&g->lock);
+	free(g);
+}
+
+int gr_scratch_init(struct gr_scratch *sc, uint32_t page_size)
+{
+	memset(sc, 0, sizeof(*sc));
+	sc->page = gr_page_alloc(page_size);
+	sc->dpage = gr_page_alloc(page_size);
+	sc->mdir = -1;
+	sc->dmemo = GS_GRAPH_NONE;
+	if (!sc->page || !sc->dpage) {
+		gr_scratch_free(sc);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void gr_scratch_free(struct gr_scratch *sc)
+{
+	free(sc->page);
+	free(sc->dpage);
+	gr_list_free(&sc->l);
+	gr_list_free(&sc->tmp);
+	free(sc->ops);
+	memset(sc, 0, sizeof(*sc));
+}
+
+/* Scratch of the calling thread for synchronous queries on @g. */
+struct gr_scratch *gr_thread_scratch(struct gs_graph *g)
+{
+	struct gr_scratch *sc = pthread_getspecific(g->sckey);
+
+	if (sc)
+		return sc;
+	sc = malloc(sizeof(*sc));
+	if (!sc)
+		return NULL;
+	if (gr_scratch_init(sc, g->gm.page_size)) {
+		free(sc);
+		return NULL;
+	}
+	pthread_setspecific(g->sckey, sc);
+	return sc;
+}
+
+int gr_load_gtt(struct gs_graph *g, unsigned d)
+{
+	struct gr_dir *dr = &g->dir[d];
+	uint64_t n = le64toh(g->root.dir[d].ngtt), chunk = 4096;
+	struct gs_graph_gtt_ent *buf;
+	int ret = 0;
+
+	gr_gtt_free(&dr->gtt);
+	buf = malloc(chunk * sizeof(*buf));
+	if (!buf)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < n && !ret; i += chunk) {
+		uint64_t k = n - i < chunk ? n - i : chunk;
+
+		ret = gr_store_read_full(g->st, dr->gtt_obj, buf, k * sizeof(*buf),
+					 i * sizeof(*buf));
+		for (uint64_t j = 0; j < k && !ret; j++) {
+			struct gr_gent e;
+
+			gr_gtt_from_disk(&buf[j], &e);
+			if (!(e.flags & GS_GRAPH_GTT_VALID) || e.page >= dr->npages ||
+			    (dr->gtt.n && e.key < dr->gtt.e[dr->gtt.n - 1].key)) {
+				gs_err("graph %" PRIu64 ": GTT entry %" PRIu64 " is corrupt",
+				       g->ino, i + j);
+				ret = -EIO;
+				break;
+			}
+			ret = gr_gtt_push(&dr->gtt, &e);
+		}
+	}
+	free(buf);
+	return ret;
+}
+
+static int load_vdel(struct gs_graph *g)
+{
+	uint64_t n = le64toh(g->root.nvdel);
+	uint64_t *ids;
+	int ret;
+
+	if (!n)
+		return 0;
+	ids = malloc(n * sizeof(*ids));
+	if (!ids)
+		return -ENOMEM;
+	ret = gr_store_read_full(g->st, le64toh(g->root.vdel_obj), ids, n * sizeof(*ids), 0);
+	for (uint64_t i = 0; i < n && !ret; i++) {
+		bool added;
+
+		if (!gr_map_put(&g->vdel, le64toh(ids[i]), 0, &added))
+			ret = -ENOMEM;
+	}
+	free(ids);
+	return ret;
+}
+
+static int check_root(struct gs_graph *g)
+{
+	const struct gs_graph_root *r = &g->root;
+	uint32_t ps = le32toh(r->page_size), fl = le32toh(r->flags);
+
+	if ((fl & ~GS_GRAPH_F_KNOWN) || ps < 512 || ps > GR_MAX_PAGE || (ps & (ps - 1))) {
+		gs_err("graph %" PRIu64 ": unsupported flags %#x or page size %u", g->ino, fl, ps);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int gr_graph_open_store(struct gr_store *st, struct gs_fs *fs, uint64_t ino, unsigned flags,
+			struct gs_graph **gp)
+{
+	struct gs_graph *g;
+	uint32_t fl;
+	int ret;
+
+	ret = gr_graph_new(&g);
+	if (ret) {
+		if (!st->borrowed)
+			st->ops->destroy(st);
+		return ret;
+	}
+	g->st = st;
+	g->fs = fs;
+	g->ino = ino;
+	g->oflags = flags;
+	ret = pthread_key_create(&g->sckey, scratch_destroy);
+	if (ret) {
+		ret = -ret;
+		goto free_g;
+	}
+	g->sckey_ok = true;
+	ret = gr_root_read(st, &g->root);
+	if (ret)
+		goto free_g;
+	ret = check_root(g);
+	if (ret)
+		goto free_g;
+	fl = le32toh(g->root.flags);
+	g->directed = fl & GS_GRAPH_F_DIRECTED;
+	g->weighted = fl & GS_GRAPH_F_WEIGHTED;
+	g->ndirs = g->directed ? 2 : 1;
+	gr_geom_init(&g->gm, le32toh(g->root.page_size), fl & GS_GRAPH_F_ID64 ? 8 : 4,
+		     g->weighted);
+	for (unsigned d = 0; d < g->ndirs; d++) {
+		g->dir[d].pages_obj = le64toh(g->root.dir[d].pages_obj);
+		g->dir[d].gtt_obj = le64toh(g->root.dir[d].gtt_obj);
+		g->dir[d].gtt_alt = le64toh(g->root.dir[d].gtt_alt);
+		g->dir[d].npages = le64toh(g->root.dir[d].npages);
+	}
+	if (g->root.redo_len) {
+		if (flags & GS_GRAPH_RDONLY) {
+			gs_err("graph %" PRIu64 ": an interrupted merge needs a writable mount", ino);
+			ret = -EROFS;
+			goto free_g;
+		}
+		ret = gr_redo_replay(g);
+		if (ret)
+			goto free_g;
+	}
+	g->nv = le64toh(g->root.nv);
+	g->ne = le64toh(g->root.ne);
+	for (unsigned d = 0; d < g->ndirs && !ret; d++)
+		ret = gr_load_gtt(g, d);
+	if (!ret)
+		ret = load_vdel(g);
+	if (!ret)
+		ret = gr_delta_load(g);
+	if (!ret)
+		ret = gr_free_pages_init(g);
+	if (ret)
+		goto free_g;
+	*gp = g;
+	return 0;
+free_g:
+	gr_graph_free(g);
+	return ret;
+}
+
+int gs_graph_close(struct gs_graph *g)
+{
+	int ret = 0;
+
+	if (!g)
+		return 0;
+	gr_pool_stop(g);
+	if (g->eng == &gr_engine_pages && !(g->oflags & GS_GRAPH_RDONLY)) {
+		pthread_rwlock_wrlock(&g->lock);
+		ret = gr_sync_locked(g);
+		pthread_rwlock_unlock(&g->lock);
+	}
+	gr_graph_free(g);
+	return ret;
+}
+
+int gs_graph_set_workers(struct gs_graph *g, unsigned n)
+{
+	if (!n || n > 1024)
+		return -EINVAL;
+	if (g->pool)
+		return -EBUSY;
+	g->workers = n;
+	return 0;
+}
+
+/* ---- queries ---- */
+
+bool gr_vertex_ok(struct gs_graph *g, uint64_t v)
+{
+	return v < g->nv && (!g->vdel.n || !gr_map_get(&g->vdel, v));
+}
+
+int gr_read_page(struct gs_graph *g, unsigned d, uint64_t page, void *buf)
+{
+	uint32_t ps = g->gm.page_size;
+	int ret;
+
+	ret = gr_store_read_full(g->st, g->dir[d].pages_obj, buf, ps, page * ps);
+	__atomic_add_fetch(&g->stats.page_reads, 1, __ATOMIC_RELAXED);
+	if (ret)
+		return ret;
+	ret = gr_page_check(&g->gm, buf);
+	if (ret)
+		gs_err("graph %" PRIu64 ": page %" PRIu64 " (dir %u) is corrupt", g->ino, page, d);
+	return ret;
+}
+
+/* Read a page of the group through the scratch's one-page memo. */
+static int scratch_page(struct gs_graph *g, unsigned d, uint64_t page, struct gr_scratch *sc)
+{
+	int ret;
+
+	if (sc->mdir == (int)d && sc->mpage == page)
+		return 0;
+	sc->mdir = -1;
+	ret = gr_read_page(g, d, page, sc->page);
+	if (ret)
+		return ret;
+	sc->mdir = (int)d;
+	sc->mpage = page;
+	return 0;
+}
+
+/* The stored list of @v, or only its degree when @l is NULL. */
+static int64_t base_read(struct gs_graph *g, unsigned d, uint64_t v, struct gr_list *l,
+			 struct gr_scratch *sc)
+{
+	const struct gr_gtt *t = &g->dir[d].gtt;
+	int64_t i = gr_gtt_locate(t, v), deg = 0;
+	uint64_t glen;
+
+	if (l)
+		l->n = 0;
+	if (i < 0)
+		return 0;
+	glen = gr_gtt_group_len(t, (uint64_t)i);
+	for (uint64_t k = 0; k < glen; k++) {
+		int ret = scratch_page(g, d, t->e[i + k].page, sc);
+		int idx;
+
+		if (ret)
+			return ret;
+		idx = gr_page_find(&g->gm, sc->page, v);
+		if (idx < 0) {
+			if (glen > 1) {
+				gs_err("graph %" PRIu64 ": vertex %" PRIu64 " missing from its page",
+				       g->ino, v);
+				return -EIO;
+			}
+			return 0;
+		}
+		if (l) {
+			ret = gr_page_append(&g->gm, sc->page, (unsigned)idx, l);
+			if (ret)
+				return ret;
+		} else {
+			const uint8_t *p;
+
+			deg += (int64_t)gr_page_list(&g->gm, sc->page, (unsigned)idx, &p);
+		}
+	}
+	return l ? (int64_t)l->n : deg;
+}
+
+int gr_base_list(struct gs_graph *g, unsigned d, uint64_t v, struct gr_list *l,
+		 struct gr_scratch *sc)
+{
+	int64_t r = base_read(g, d, v, l, sc);
+
+	return r < 0 ? (int)r : 0;
+}
+
+static uint64_t pages_order(struct gs_graph *g, unsigned dir, uint64_t v)
+{
+	unsigned d = gr_sdir(g, dir);
+	int64_t i = gr_gtt_locate(&g->dir[d].gtt, v);
+
+	/* requests without a page sort first; then by direction and page */
+	if (i < 0)
+		return 0;
+	return ((uint64_t)d << 62) | (g->dir[d].gtt.e[i].page + 1);
+}
+
+static int64_t pages_get(struct gs_graph *g, unsigned dir, uint64_t v, struct gr_list *l,
+			 struct gr_scratch *sc, bool degree_only)
+{
+	unsigned d = gr_sdir(g, dir);
+	int ret;
+
+	if (g->broken)
+		return g->broken;
+	if (!gr_vertex_ok(g, v))
+		return -ENOENT;
+	if (degree_only && !gr_pend_get(g, d, v))
+		return base_read(g, d, v, NULL, sc);
+	ret = gr_base_list(g, d, v, l, sc);
+	if (!ret && gr_pend_get(g, d, v))
+		ret = gr_apply_pending(g, d, v, l, sc);
+	return ret ? ret : (int64_t)l->n;
+}
+
+const struct gr_engine gr_engine_pages = {
+	.order = pages_order,
+	.get = pages_get,
+};
+
+static int64_t query(struct gs_graph *g, unsigned dir, uint64_t v, bool degree_only,
+		     struct gr_scratch **scp)
+{
+	struct gr_scratch *sc = gr_thread_scratch(g);
+
+	*scp = sc;
+	if (!sc)
+		return -ENOMEM;
+	if (dir > GS_GRAPH_IN)
+		return -EINVAL;
+	sc->mdir = -1;
+	__atomic_add_fetch(&g->stats.queries, 1, __ATOMIC_RELAXED);
+	return g->eng->get(g, dir, v, &sc->l, sc, degree_only);
+}
+
+int64_t gs_graph_degree(struct gs_graph *g, uint64_t v, unsigned dir)
+{
+	struct gr_scratch *sc;
+	int64_t r;
+
+	pthread_rwlock_rdlock(&g->lock);
+	r = query(g, dir, v, true, &sc);
+	pthread_rwlock_unlock(&g->lock);
+	return r;
+}
+
+int64_t gs_graph_neighbors(struct gs_graph *g, uint64_t v, unsigned dir, uint64_t *ids,
+			   float *weights, size_t cap)
+{
+	struct gr_scratch *sc;
+	int64_t r;
+
+	pthread_rwlock_rdlock(&g->lock);
+	r = query(g, dir, v, false, &sc);
+	if (r > 0) {
+		size_t n = (size_t)r < cap ? (size_t)r : cap;
+
+		if (ids)
+			memcpy(ids, sc->l.ids, n * sizeof(*ids));
+		if (weights)
+			memcpy(weights, sc->l.w, n * sizeof(*weights));
+	}
+	pthread_rwlock_unlock(&g->lock);
+	return r;
+}
+
+static int64_t find_id(const struct gr_list *l, uint64_t v)
+{
+	size_t lo = 0, hi = l->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (l->ids[mid] == v)
+			return (int64_t)mid;
+		if (l->ids[mid] < v)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return -1;
+}
+
+int gs_graph_edge_weight(struct gs_graph *g, uint64_t u, uint64_t v, float *w)
+{
+	struct gr_scratch *sc;
+	int64_t r, i;
+
+	pthread_rwlock_rdlock(&g->lock);
+	r = query(g, GS_GRAPH_OUT, u, false, &sc);
+	if (r >= 0 && !gr_vertex_ok(g, v))
+		r = -ENOENT;
+	if (r >= 0) {
+		i = find_id(&sc->l, v);
+		if (i < 0)
+			r = -ENOENT;
+		else if (w)
+			*w = sc->l.w[i];
+	}
+	pthread_rwlock_unlock(&g->lock);
+	return r < 0 ? (int)r : 0;
+}
+
+/* ---- info ---- */
+
+static uint64_t obj_bytes(struct gs_graph *g, uint64_t obj)
+{
+	uint64_t b = 0;
+
+	if (obj && g->st && g->st->ops->size)
+		g->st->ops->size(g->st, obj, &b);
+	return b;
+}
+
+int gs_graph_info(struct gs_graph *g, struct gs_graph_info *gi)
+{
+	memset(gi, 0, sizeof(*gi));
+	pthread_rwlock_rdlock(&g->lock);
+	gi->nv = g->nv;
+	gi->ne = g->ne;
+	gi->directed = g->directed;
+	gi->weighted = g->weighted;
+	gi->id_bytes = g->gm.idw;
+	gi->page_size = g->gm.page_size;
+	for (unsigned d = 0; d < g->ndirs; d++) {
+		gi->pages[d] = g->dir[d].gtt.n;
+		gi->gtt_entries[d] = g->dir[d].gtt.n;
+	}
+	if (g->eng == &gr_engine_pages) {
+		const struct gs_graph_root *r = &g->root;
+		uint64_t objs[] = { r->dir[0].pages_obj, r->dir[0].gtt_obj, r->dir[0].gtt_alt,
+				    r->dir[1].pages_obj, r->dir[1].gtt_obj, r->dir[1].gtt_alt,
+				    r->delta_obj, r->redo_obj, r->vdel_obj, r->vdel_alt };
+
+		for (unsigned i = 0; i < sizeof(objs) / sizeof(objs[0]); i++)
+			gi->disk_bytes += obj_bytes(g, le64toh(objs[i]));
+		gi->disk_bytes += obj_bytes(g, g->st->root);
+		gi->delta_bytes = le64toh(r->delta_len);
+		gi->merges = le64toh(r->merges);
+		gi->slack_pct = le32toh(r->slack_pct);
+		gi->chain_max = le32toh(r->chain_max);
+	}
+	gi->removed = g->vdel.n;
+	gi->delta_records = g->delta_recs;
+	gi->log_ops = g->log_ops;
+	gi->max_chain = g->max_chain;
+	pthread_rwlock_unlock(&g->lock);
+	return 0;
+}
+
+int gs_graph_info_text(struct gs_graph *g, char *buf, size_t size)
+{
+	struct gs_graph_info i;
+
+	gs_graph_info(g, &i);
+	return snprintf(buf, size,
+			"vertices: %" PRIu64 "\n"
+			"edges: %" PRIu64 "\n"
+			"directed: %s\n"
+			"weighted: %s\n"
+			"id_bytes: %u\n"
+			"page_size: %u\n"
+			"pages: %" PRIu64 "\n"
+			"in_pages: %" PRIu64 "\n"
+			"disk_bytes: %" PRIu64 "\n"
+			"removed_vertices: %" PRIu64 "\n"
+			"delta_bytes: %" PRIu64 "\n"
+			"delta_records: %" PRIu64 "\n"
+			"log_updates: %" PRIu64 "\n"
+			"max_chain: %u\n"
+			"chain_max: %u\n"
+			"slack_pct: %u\n"
+			"merges: %" PRIu64 "\n",
+			i.nv, i.ne, i.directed ? "yes" : "no", i.weighted ? "yes" : "no",
+			i.id_bytes, i.page_size, i.pages[0], i.pages[1], i.disk_bytes, i.removed,
+			i.delta_bytes, i.delta_records, i.log_ops, i.max_chain, i.chain_max,
+			i.slack_pct, i.merges);
+}
+
+void gs_graph_get_stats(struct gs_graph *g, struct gs_graph_stats *st)
+{
+	st->queries = __atomic_load_n(&g->stats.queries, __ATOMIC_RELAXED);
+	st->page_reads = __atomic_load_n(&g->stats.page_reads, __ATOMIC_RELAXED);
+	st->delta_reads = __atomic_load_n(&g->stats.delta_reads, __ATOMIC_RELAXED);
+	st->batches = __atomic_load_n(&g->stats.batches, __ATOMIC_RELAXED);
+	st->updates = __atomic_load_n(&g->stats.updates, __ATOMIC_RELAXED);
+	st->syncs = __atomic_load_n(&g->stats.syncs, __ATOMIC_RELAXED);
+	st->merges = __atomic_load_n(&g->stats.merges, __ATOMIC_RELAXED);
+	st->merged_pages = __atomic_load_n(&g->stats.merged_pages, __ATOMIC_RELAXED);
+}

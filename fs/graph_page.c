@@ -1,0 +1,290 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Adjacency pages: lists packed from the page start, <vertex, offset>
+ * tuples growing down from the footer, an end marker tuple, a count.
+ *
+ * A page answers a query for any vertex in it on its own: find the tuple
+ * by binary search, the list runs from its offset to the next tuple's.
+ * Vertices whose list does not fit an empty page are "large": their lists
+ * fill whole pages of their own (one tuple each, GS_GRAPH_PF_LARGE), and
+ * the GTT has one entry per chunk.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph_internal.h"
+
+/* ---- lists ---- */
+
+int gr_list_reserve(struct gr_list *l, size_t n)
+{
+	uint64_t *ids;
+	float *w;
+	size_t cap;
+
+	if (n <= l->cap)
+		return 0;
+	cap = l->cap ? l->cap : 64;
+	while (cap < n)
+		cap *= 2;
+	ids = realloc(l->ids, cap * sizeof(*ids));
+	if (!ids)
+		return -ENOMEM;
+	l->ids = ids;
+	w = realloc(l->w, cap * sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	l->w = w;
+	l->cap = cap;
+	return 0;
+}
+
+int gr_list_push(struct gr_list *l, uint64_t id, float w)
+{
+	if (l->n == l->cap && gr_list_reserve(l, l->n + 1))
+		return -ENOMEM;
+	l->ids[l->n] = id;
+	l->w[l->n] = w;
+	l->n++;
+	return 0;
+}
+
+void gr_list_free(struct gr_list *l)
+{
+	free(l->ids);
+	free(l->w);
+	memset(l, 0, sizeof(*l));
+}
+
+/* ---- reading pages ---- */
+
+void gr_geom_init(struct gr_geom *gm, uint32_t page_size, unsigned idw, bool weighted)
+{
+	gm->page_size = page_size;
+	gm->idw = idw;
+	gm->weighted = weighted;
+	gm->ent = idw + (weighted ? 4 : 0);
+	gm->tup = idw + 4;
+}
+
+static struct gs_graph_page_foot *page_foot(const struct gr_geom *gm, const void *page)
+{
+	return (struct gs_graph_page_foot *)((char *)page + gm->page_size - GR_FOOT);
+}
+
+static uint32_t tuple_off(const struct gr_geom *gm, const void *page, unsigned i)
+{
+	return gr_ld32(gr_page_tuple(gm, page, i) + gm->idw);
+}
+
+static uint64_t tuple_vertex(const struct gr_geom *gm, const void *page, unsigned i)
+{
+	return gr_ldid(gr_page_tuple(gm, page, i), gm->idw);
+}
+
+int gr_page_check(const struct gr_geom *gm, const void *page)
+{
+	const struct gs_graph_page_foot *f = page_foot(gm, page);
+	uint32_t count = le16toh(f->count), prev = 0, room;
+
+	if (le32toh(f->magic) != GS_GRAPH_PAGE_MAGIC)
+		return -EIO;
+	if (gs_crc32c(0, page, gm->page_size - 4) != le32toh(f->crc))
+		return -EIO;
+	if ((uint64_t)(count + 1) * gm->tup + GR_FOOT > gm->page_size)
+		return -EIO;
+	room = gm->page_size - GR_FOOT - (count + 1) * gm->tup;
+	/* offsets ascend and stay below the trailer: reads of lists are safe */
+	for (unsigned i = 0; i <= count; i++) {
+		uint32_t off = tuple_off(gm, page, i);
+
+		if (off < prev || off > room || (off - prev) % gm->ent)
+			return -EIO;
+		prev = off;
+	}
+	return 0;
+}
+
+int gr_page_find(const struct gr_geom *gm, const void *page, uint64_t v)
+{
+	unsigned lo = 0, hi = gr_page_count(gm, page);
+
+	while (lo < hi) {
+		unsigned mid = lo + (hi - lo) / 2;
+		uint64_t x = tuple_vertex(gm, page, mid);
+
+		if (x == v)
+			return (int)mid;
+		if (x < v)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return -1;
+}
+
+uint64_t gr_page_list(const struct gr_geom *gm, const void *page, unsigned i,
+		      const uint8_t **ids)
+{
+	uint32_t a = tuple_off(gm, page, i), b = tuple_off(gm, page, i + 1);
+
+	*ids = (const uint8_t *)page + a;
+	return (b - a) / gm->ent;
+}
+
+int gr_page_append(const struct gr_geom *gm, const void *page, unsigned i, struct gr_list *l)
+{
+	const uint8_t *p;
+	uint64_t deg = gr_page_list(gm, page, i, &p);
+	size_t n0 = l->n;
+
+	if (gr_list_reserve(l, n0 + deg))
+		return -ENOMEM;
+	if (gm->idw == 4)
+		for (uint64_t k = 0; k < deg; k++)
+			l->ids[n0 + k] = gr_ld32(p + 4 * k);
+	else
+		for (uint64_t k = 0; k < deg; k++)
+			l->ids[n0 + k] = gr_ld64(p + 8 * k);
+	if (gm->weighted) {
+		const uint8_t *wp = p + deg * gm->idw;
+
+		for (uint64_t k = 0; k < deg; k++)
+			l->w[n0 + k] = gr_u2f(gr_ld32(wp + 4 * k));
+	} else {
+		for (uint64_t k = 0; k < deg; k++)
+			l->w[n0 + k] = 1.0f;
+	}
+	l->n = n0 + deg;
+	return 0;
+}
+
+/* ---- packing ---- */
+
+int gr_pack_init(struct gr_packer *pk, const struct gr_geom *gm, uint32_t slack_pct,
+		 uint32_t seq, gr_page_sink sink, void *arg)
+{
+	memset(pk, 0, sizeof(*pk));
+	pk->gm = *gm;
+	if (slack_pct > 90)
+		slack_pct = 90;
+	pk->limit = gm->page_size - (uint32_t)((uint64_t)gm->page_size * slack_pct / 100);
+	pk->seq = seq;
+	pk->sink = sink;
+	pk->arg = arg;
+	pk->page = gr_page_alloc(gm->page_size);
+	if (!pk->page)
+		return -ENOMEM;
+	memset(pk->page, 0, gm->page_size);
+	return 0;
+}
+
+void gr_pack_free(struct gr_packer *pk)
+{
+	free(pk->page);
+	pk->page = NULL;
+}
+
+static void put_tuple(struct gr_packer *pk, unsigned i, uint64_t v, uint32_t off)
+{
+	uint8_t *t = (uint8_t *)gr_page_tuple(&pk->gm, pk->page, i);
+
+	gr_stid(t, pk->gm.idw, v);
+	gr_st32(t + pk->gm.idw, off);
+}
+
+static void put_list(struct gr_packer *pk, const uint64_t *ids, const float *w, uint64_t n)
+{
+	uint8_t *p = pk->page + pk->used;
+	unsigned idw = pk->gm.idw;
+
+	for (uint64_t k = 0; k < n; k++)
+		gr_stid(p + k * idw, idw, ids[k]);
+	p += n * idw;
+	if (pk->gm.weighted)
+		for (uint64_t k = 0; k < n; k++)
+			gr_st32(p + 4 * k, gr_f2u(w ? w[k] : 1.0f));
+	pk->used += (uint32_t)(n * pk->gm.ent);
+}
+
+/* Close the current page: end marker, footer, crc; hand it to the sink. */
+static int emit(struct gr_packer *pk, uint32_t pflags, uint32_t gflags)
+{
+	struct gs_graph_page_foot *f = page_foot(&pk->gm, pk->page);
+	int ret;
+
+	put_tuple(pk, pk->count, GS_GRAPH_NONE, pk->used);
+	f->magic = htole32(GS_GRAPH_PAGE_MAGIC);
+	f->count = htole16((uint16_t)pk->count);
+	f->flags = htole16((uint16_t)pflags);
+	f->seq = htole32(pk->seq);
+	f->crc = htole32(gs_crc32c(0, pk->page, pk->gm.page_size - 4));
+	ret = pk->sink(pk->arg, pk->page, pk->key, pk->last, gflags | GS_GRAPH_GTT_VALID);
+	memset(pk->page, 0, pk->gm.page_size);
+	pk->used = 0;
+	pk->count = 0;
+	pk->pages++;
+	return ret;
+}
+
+static int pack_large(struct gr_packer *pk, uint64_t v, const uint64_t *ids, const float *w,
+		      uint64_t deg)
+{
+	uint64_t cap = gr_large_cap(&pk->gm);
+	unsigned gflags = GS_GRAPH_GTT_LARGE;
+	int ret;
+
+	for (uint64_t k = 0; k < deg; k += cap) {
+		uint64_t n = deg - k < cap ? deg - k : cap;
+
+		pk->key = pk->last = v;
+		put_tuple(pk, 0, v, 0);
+		pk->count = 1;
+		put_list(pk, ids + k, w ? w + k : NULL, n);
+		ret = emit(pk, GS_GRAPH_PF_LARGE, gflags);
+		if (ret)
+			return ret;
+		gflags |= GS_GRAPH_GTT_EXT;
+	}
+	return 0;
+}
+
+/* Vertices must come in ascending order; empty lists are not stored. */
+int gr_pack_vertex(struct gr_packer *pk, uint64_t v, const uint64_t *ids, const float *w,
+		   uint64_t deg)
+{
+	const struct gr_geom *gm = &pk->gm;
+	uint64_t need;
+	int ret;
+
+	if (!deg)
+		return 0;
+	if (!gr_fits_page(gm, deg)) {
+		if (pk->count) {
+			ret = emit(pk, 0, 0);
+			if (ret)
+				return ret;
+		}
+		return pack_large(pk, v, ids, w, deg);
+	}
+	/* data + this tuple + the tuples so far + end marker + footer */
+	need = pk->used + deg * gm->ent + (uint64_t)(pk->count + 2) * gm->tup + GR_FOOT;
+	if (pk->count && (need > pk->limit || pk->count >= 0xfffe)) {
+		ret = emit(pk, 0, 0);
+		if (ret)
+			return ret;
+	}
+	if (!pk->count)
+		pk->key = v;
+	pk->last = v;
+	put_tuple(pk, pk->count, v, pk->used);
+	pk->count++;
+	put_list(pk, ids, w, deg);
+	return 0;
+}
+
+int gr_pack_finish(struct gr_packer *pk)
+{
+	return pk->count ? emit(pk, 0, 0) : 0;
+}
