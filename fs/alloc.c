@@ -227,7 +227,7 @@ int alloc_reserve(struct gs_fs *fs, uint64_t goal, uint64_t len, bool meta, bool
 	if (len > avail)
 		len = avail;
 	if (goal >= a->nbits)
-		goal = a->cursor;
+		goal = a->cursor < a->nbits ? a->cursor : 0;
 	if (!contig && !bit_test(a->map, goal)) {
 		at = goal;
 		n = run_len(a, goal, len);
@@ -240,8 +240,10 @@ int alloc_reserve(struct gs_fs *fs, uint64_t goal, uint64_t len, bool meta, bool
 	} else {
 		return -ENOSPC;
 	}
+	if (!n)
+		return -ENOSPC;	/* cannot happen: a run found is never empty */
 	bits_set(a, at, n);
-	a->cursor = at + n;
+	a->cursor = at + n < a->nbits ? at + n : 0;
 	*blk = at;
 	*got = n;
 	return 0;
