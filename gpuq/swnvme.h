@@ -31,6 +31,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 struct gs_swnvme;
 
 #define GS_SWNVME_DB_BASE	0x1000u
@@ -88,4 +92,7 @@ struct gs_swnvme_stats {
 };
 void gs_swnvme_get_stats(struct gs_swnvme *c, struct gs_swnvme_stats *st);
 
+#ifdef __cplusplus
+}
+#endif
 #endif /* GS_SWNVME_H */

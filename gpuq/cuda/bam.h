@@ -1,0 +1,345 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * BaM-style software cache (GPU-managed mode): lines in producer memory
+ * (GPU memory for kernels), a state word per array page, clock replacement
+ * over the slots, refcounts, one miss -> one I/O.  Everything here is
+ * __host__ __device__ so that CPU threads test it in CI; the warp
+ * coalescing on top (__match_any_sync / __shfl_sync) is in gstore_cuda.h.
+ *
+ * Page state word pst[page]:
+ *   VALID  the page sits in slot pslot[page]; holders of a reference may
+ *          read (and, with DIRTY set, write) it
+ *   BUSY   a fill or an eviction owns the page; others wait
+ *   DIRTY  written since it was read or written back
+ *   low 20 bits: references.  VALID and BUSY never coexist.
+ * A hit is one fetch-add (acquire) that finds VALID; the release is a
+ * fetch-sub (release).  A miss is a CAS 0 -> BUSY|1 by exactly one thread
+ * (the others see BUSY and wait), which takes a victim slot and reads the
+ * line.  Eviction is a CAS VALID[|DIRTY] with no references -> BUSY.
+ * Transient references (a fetch-add that found no VALID, undone at once)
+ * are why bits are cleared by add/and, never by a plain store.
+ *
+ * Misses move data through bounce slots in the ring's buffer region (pinned
+ * host memory the pollers can reach), one per I/O in flight, handed out by
+ * BaM's ticket + turn counter: ticket t uses slot t mod nio on lap
+ * t / nio, and waits until turn[slot] == 2 * lap.
+ */
+#ifndef GS_CUDA_BAM_H
+#define GS_CUDA_BAM_H
+
+#include <stdint.h>
+
+#include "gpuq/cuda/cam.h"
+#include "gpuq/nvmeq.h"
+
+#define GS_BAM_VALID	0x80000000u
+#define GS_BAM_BUSY	0x40000000u
+#define GS_BAM_DIRTY	0x20000000u
+#define GS_BAM_REFS	0x000fffffu
+#define GS_BAM_EMPTY	UINT64_MAX		/* slot_page: free slot */
+#define GS_BAM_CLAIMED	(UINT64_MAX - 1)	/* slot_page: being (re)filled */
+#define GS_BAM_NOSLOT	UINT32_MAX
+#define GS_EIO		5
+
+struct gs_bam {
+	uint64_t clock;		/* clock hand (ticket) */
+	uint8_t pad0[GS_CACHELINE - 8];
+	uint64_t io_ticket;	/* bounce-slot tickets */
+	uint8_t pad1[GS_CACHELINE - 8];
+	/* statistics: rare events only (a hit counter would serialise hits) */
+	uint64_t misses, evictions, writebacks, busy_waits;
+	int64_t err;		/* first failure, sticky */
+	uint8_t pad2[GS_CACHELINE - 40];
+
+	uint32_t line_shift;	/* line = page = cam block */
+	uint32_t nslots;
+	uint32_t nio;		/* bounce slots, power of two */
+	uint32_t nio_shift;
+	uint64_t npages;
+	uint32_t *pst;		/* [npages] */
+	uint32_t *pslot;	/* [npages] */
+	uint64_t *slot_page;	/* [nslots] */
+	uint32_t *slot_ref;	/* [nslots] clock bits */
+	char *data;		/* nslots lines */
+	uint64_t *turn;		/* [nio] */
+	uint64_t bounce_off;	/* region offset of bounce slot 0 */
+	uint32_t cw_base;	/* ring completion words of the bounce slots */
+	uint32_t nvme_nq;	/* NVMe mode: queues (0: ring mode) */
+	struct gs_cam *cam;	/* ring, sq ticket, extents, region */
+	/* NVMe mode: misses are NVMe commands put into queue pairs by the
+	 * missing thread itself (gpuq/nvmeq.h); bounce slot s is at bus
+	 * address prp_base + s * line, cam->buf + bounce_off + s * line here */
+	struct gs_nvmeq *nvmeq;	/* [nvme_nq] */
+	uint64_t prp_base;
+	uint32_t lba_shift;
+	uint32_t nsid;
+};
+
+GS_HD void gs_bam_fail(struct gs_bam *b, int64_t res)
+{
+	gs_d_cas_i64(&b->err, 0, res);
+}
+
+/* Copy one line; 16-byte words (lines and bounce slots are 4 KiB aligned). */
+GS_HD void gs_bam_copy(char *dst, const char *src, uint32_t bytes)
+{
+#if defined(__CUDA_ARCH__)
+	uint4 *d = (uint4 *)dst;
+	const uint4 *s = (const uint4 *)src;
+	uint32_t n = bytes / 16, i;
+
+	/* eight 16-byte loads in flight per round; .cv: fetch again, never a
+	 * stale L1 copy of a bounce slot's previous use */
+	for (i = 0; i + 8 <= n; i += 8) {
+		uint4 v[8];
+
+#pragma unroll
+		for (int k = 0; k < 8; k++)
+			v[k] = __ldcv(s + i + k);
+#pragma unroll
+		for (int k = 0; k < 8; k++)
+			d[i + k] = v[k];
+	}
+	for (; i < n; i++)
+		d[i] = __ldcv(s + i);
+#else
+	__builtin_memcpy(dst, src, bytes);
+#endif
+}
+
+/* An NVMe command for one line through bounce slot @s; bytes or -errno. */
+GS_HD int64_t gs_bam_nvme_io(struct gs_bam *b, uint8_t op, uint64_t dev, uint32_t len, uint32_t s)
+{
+	struct gs_nvmeq *q = &b->nvmeq[s % b->nvme_nq];
+	uint64_t prp = b->prp_base + ((uint64_t)s << b->line_shift);
+	struct gs_nvme_cmd cmd;
+	struct gs_nvme_cqe cqe;
+	uint64_t t;
+	uint16_t sf;
+
+	if (op == GS_OP_FLUSH) {
+		struct gs_nvme_cmd z = { 0 };
+
+		cmd = z;
+		cmd.opc = GS_NVME_CMD_FLUSH;
+		cmd.nsid = b->nsid;
+	} else {
+		/* a line is at most two memory pages: PRP1 and PRP2, no list */
+		gs_nvme_rw(&cmd, op == GS_OP_READ ? GS_NVME_CMD_READ : GS_NVME_CMD_WRITE, b->nsid,
+			   dev >> b->lba_shift, len >> b->lba_shift, prp,
+			   len > 4096 ? prp + 4096 : 0);
+	}
+	t = gs_nvmeq_submit(q, &cmd);
+	sf = gs_nvmeq_wait(q, t, &cqe);
+	return sf ? gs_nvme_status_errno(sf) : (int64_t)len;
+}
+
+/*
+ * One line of I/O through a bounce slot: read page @page into slot @slot's
+ * line, or write the line out.  Returns 0 or -errno.
+ */
+GS_HD int gs_bam_io(struct gs_bam *b, uint8_t op, uint64_t page, uint32_t slot)
+{
+	struct gs_cam *c = b->cam;
+	int64_t dev = gs_cam_dev_off(c, page);
+	uint32_t len = 1u << b->line_shift, ns = 64;
+	uint64_t t, lap, boff;
+	uint32_t s;
+	struct gs_cword *w;
+	struct gs_sqe e = { 0 };
+	char *line = b->data + ((uint64_t)slot << b->line_shift);
+	int64_t res;
+
+	if (dev < 0)
+		return (int)dev;
+	t = gs_d_faa(&b->io_ticket, 1);
+	s = t & (b->nio - 1);
+	lap = t >> b->nio_shift;
+	/* acquire: the slot's previous user is done with bounce and word */
+	while (gs_d_load_acq(&b->turn[s]) != 2 * lap)
+		gs_d_backoff(&ns);
+	boff = b->bounce_off + ((uint64_t)s << b->line_shift);
+	if (op == GS_OP_WRITE)
+		gs_bam_copy(c->buf + boff, line, len);
+	if (b->nvme_nq) {
+		res = gs_bam_nvme_io(b, op, (uint64_t)dev, len, s);
+		goto done;
+	}
+	w = &gs_ring_cw(c->ring)[b->cw_base + s];
+	w->state = 0;
+	/* system fence: bounce data and the armed word before the request */
+	gs_fence();
+	e.op = op;
+	e.flags = GS_SQE_BUF_OFF | GS_SQE_CW;
+	e.len = len;
+	e.off = (uint64_t)dev;
+	e.buf = boff;
+	e.tag = t;
+	e.cw = b->cw_base + s;
+	gs_cam_push(c, &e);
+	ns = 256;
+	/* acquire: pairs with the poller's gs_cw_complete(); bounce data is in */
+	while (!gs_load_acq32(&w->state))
+		gs_d_backoff(&ns);
+	res = *(volatile int64_t *)&w->res;
+done:
+	if (op == GS_OP_READ && res == len)
+		gs_bam_copy(line, c->buf + boff, len);
+	/* release: bounce and word are free for ticket t + nio */
+	gs_d_store_rel(&b->turn[s], 2 * lap + 2);
+	if (res == len)
+		return 0;
+	res = res < 0 ? res : -GS_EIO;
+	gs_bam_fail(b, res);
+	return (int)res;
+}
+
+/*
+ * A free slot, by clock: empty slots first, then unreferenced pages whose
+ * clock bit is clear (written back first if dirty).  The slot is returned
+ * CLAIMED.  Fails only if every write-back fails for a whole sweep... and
+ * then keeps trying: a full cache of pinned lines is the caller's bug.
+ */
+GS_HD uint32_t gs_bam_victim(struct gs_bam *b)
+{
+	uint32_t ns = 64;
+
+	for (uint64_t n = 0;; n++) {
+		uint32_t s = (uint32_t)(gs_d_faa(&b->clock, 1) % b->nslots);
+		uint64_t p = gs_d_load_acq(&b->slot_page[s]);
+		uint32_t st;
+
+		if (n && n % b->nslots == 0)
+			gs_d_backoff(&ns);	/* a whole sweep found nothing: all pinned */
+		if (p == GS_BAM_EMPTY) {
+			if (gs_d_cas(&b->slot_page[s], &p, GS_BAM_CLAIMED))
+				return s;
+			continue;
+		}
+		if (p == GS_BAM_CLAIMED)
+			continue;
+		if (gs_d32_load_rlx(&b->slot_ref[s])) {
+			gs_d32_store_rlx(&b->slot_ref[s], 0);	/* second chance */
+			continue;
+		}
+		st = gs_d32_load_rlx(&b->pst[p]);
+		if (!(st & GS_BAM_VALID) || (st & GS_BAM_REFS))
+			continue;
+		if (!gs_d32_cas(&b->pst[p], st, GS_BAM_BUSY))
+			continue;
+		/* page p may have moved since we read slot_page[s]: check it is ours */
+		if (gs_d32_load_rlx(&b->pslot[p]) != s ||
+		    gs_d_load_acq(&b->slot_page[s]) != p) {
+			gs_d32_faa_rel(&b->pst[p], (st & ~GS_BAM_REFS) - GS_BAM_BUSY);
+			continue;
+		}
+		if (st & GS_BAM_DIRTY) {
+			gs_d_faa(&b->writebacks, 1);
+			if (gs_bam_io(b, GS_OP_WRITE, p, s)) {
+				/* keep the page, still dirty; try another slot */
+				gs_d32_faa_rel(&b->pst[p], (st & ~GS_BAM_REFS) - GS_BAM_BUSY);
+				continue;
+			}
+		}
+		gs_d_store_rel(&b->slot_page[s], GS_BAM_CLAIMED);
+		/* release: page p is invalid (transient refs stay counted) */
+		gs_d32_faa_rel(&b->pst[p], (uint32_t)-GS_BAM_BUSY);
+		gs_d_faa(&b->evictions, 1);
+		return s;
+	}
+}
+
+/*
+ * Take a reference on @page and make it valid; returns its slot, or
+ * GS_BAM_NOSLOT if the read failed (b->err says why).  @dirty: the caller
+ * will write the line.
+ */
+GS_HD uint32_t gs_bam_get(struct gs_bam *b, uint64_t page, int dirty)
+{
+	uint32_t *pw = &b->pst[page], ns = 32;
+
+	for (;;) {
+		/* acquire: a VALID seen here orders pslot and the line's bytes */
+		uint32_t st = gs_d32_faa_acq(pw, 1);
+
+		if (st & GS_BAM_VALID) {
+			uint32_t s = gs_d32_load_rlx(&b->pslot[page]);
+
+			if (dirty && !(st & GS_BAM_DIRTY))
+				gs_d32_or(pw, GS_BAM_DIRTY);
+			if (!gs_d32_load_rlx(&b->slot_ref[s]))
+				gs_d32_store_rlx(&b->slot_ref[s], 1);
+			return s;
+		}
+		gs_d32_faa_rel(pw, (uint32_t)-1);	/* undo the transient reference */
+		if (st & GS_BAM_BUSY) {
+			gs_d_faa(&b->busy_waits, 1);
+			gs_d_backoff(&ns);
+			continue;
+		}
+		if (!gs_d32_cas(pw, 0, GS_BAM_BUSY | 1))
+			continue;	/* someone else is filling it, or transient refs */
+		/* we fill it */
+		uint32_t s = gs_bam_victim(b);
+
+		gs_d_faa(&b->misses, 1);
+		gs_d32_store_rlx(&b->pslot[page], s);
+		gs_d_store_rel(&b->slot_page[s], page);
+		if (gs_bam_io(b, GS_OP_READ, page, s)) {
+			gs_d_store_rel(&b->slot_page[s], GS_BAM_EMPTY);
+			gs_d32_faa_rel(pw, (uint32_t)-(GS_BAM_BUSY | 1));
+			return GS_BAM_NOSLOT;
+		}
+		gs_d32_store_rlx(&b->slot_ref[s], 1);
+		/* release: line bytes and pslot before VALID; BUSY -> VALID in one add */
+		gs_d32_faa_rel(pw, GS_BAM_VALID - GS_BAM_BUSY + (dirty ? GS_BAM_DIRTY : 0));
+		return s;
+	}
+}
+
+/* Drop a reference taken by gs_bam_get(); release: our accesses come first. */
+GS_HD void gs_bam_put(struct gs_bam *b, uint64_t page)
+{
+	gs_d32_faa_rel(&b->pst[page], (uint32_t)-1);
+}
+
+GS_HD char *gs_bam_line(struct gs_bam *b, uint32_t slot)
+{
+	return b->data + ((uint64_t)slot << b->line_shift);
+}
+
+/*
+ * Write back dirty lines among slots first, first + stride, ... (call from
+ * every thread with first = its index, stride = the thread count).  No
+ * concurrent writers: flush after the kernels that write.  Returns 0 or the
+ * first failure of this call (those lines stay dirty).
+ */
+GS_HD int gs_bam_flush_slots(struct gs_bam *b, uint64_t first, uint64_t stride)
+{
+	int ret = 0;
+
+	for (uint64_t s = first; s < b->nslots; s += stride) {
+		uint64_t p = gs_d_load_acq(&b->slot_page[s]);
+		uint32_t st;
+
+		if (p >= b->npages)
+			continue;
+		st = gs_d32_faa_acq(&b->pst[p], 1);	/* pin it */
+		if ((st & GS_BAM_VALID) && (st & GS_BAM_DIRTY) &&
+		    gs_d32_load_rlx(&b->pslot[p]) == s) {
+			gs_d32_and(&b->pst[p], ~GS_BAM_DIRTY);
+			gs_d_faa(&b->writebacks, 1);
+			int r = gs_bam_io(b, GS_OP_WRITE, p, (uint32_t)s);
+
+			if (r) {
+				gs_d32_or(&b->pst[p], GS_BAM_DIRTY);
+				if (!ret)
+					ret = r;
+			}
+		}
+		gs_bam_put(b, p);
+	}
+	return ret;
+}
+
+#endif /* GS_CUDA_BAM_H */

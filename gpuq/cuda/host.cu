@@ -1,0 +1,534 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Host side of the CUDA API (include/gstore_cuda.h): pinned GPU-mapped
+ * rings and buffer regions handed to the I/O core's pollers, the device
+ * copies of struct gs_cam / struct gs_bam, and the array flush kernels.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime.h>
+
+#include "gstore_cuda.h"
+#include "gpuq/cuda/cuda_internal.cuh"
+#include "gpuq/swnvme.h"
+
+extern "C" {
+#include "gs_log.h"
+}
+
+#define DEF_BLOCK	4096u
+#define DEF_SQ		4096u
+#define DEF_BUF		(64ull << 20)
+#define DEF_CACHE	(256ull << 20)
+#define DEF_NIO		4096u
+
+static int is_pow2(uint64_t x)
+{
+	return x && !(x & (x - 1));
+}
+
+static uint32_t ilog2(uint64_t x)
+{
+	return 63 - __builtin_clzll(x);
+}
+
+int gs_cuda_err(cudaError_t e, const char *what)
+{
+	if (e == cudaSuccess)
+		return 0;
+	gs_err("cuda: %s: %s", what, cudaGetErrorString(e));
+	return e == cudaErrorMemoryAllocation ? -ENOMEM : -EIO;
+}
+
+/* ---- one ring + region, device copy of its gs_cam ---- */
+
+void gs_cring_destroy(struct gs_cring *r)
+{
+	if (r->added && r->q)
+		gs_q_ring_del(r->q, r->ring);
+	if (r->detach)
+		r->detach(r);
+	cudaFree(r->dcam);
+	cudaFree(r->dlap);
+	cudaFree(r->dext);
+	if (r->host_alloc) {
+		cudaFreeHost(r->ring);
+		cudaFreeHost(r->buf);
+	}
+	memset(r, 0, sizeof(*r));
+}
+
+/*
+ * Make the ring and region GPU-visible, build the device gs_cam.  The ring
+ * and region are either ours (cudaHostAlloc, host_alloc) or shared memory
+ * the caller mapped and registered (attach).
+ */
+int gs_cring_setup_dev(struct gs_cring *r, const struct gs_cuda_params *p, uint32_t cam_ncw,
+		       uint64_t nblocks)
+{
+	struct gs_cam h;
+	void *dring, *dbuf;
+	int ret;
+
+	ret = gs_cuda_err(cudaHostGetDevicePointer(&dring, r->ring, 0), "device pointer (ring)");
+	if (ret)
+		return ret;
+	ret = gs_cuda_err(cudaHostGetDevicePointer(&dbuf, r->buf, 0), "device pointer (buf)");
+	if (ret)
+		return ret;
+	ret = gs_cuda_err(cudaMalloc(&r->dcam, sizeof(struct gs_cam)), "cudaMalloc cam");
+	if (ret)
+		return ret;
+	ret = gs_cuda_err(cudaMalloc(&r->dlap, cam_ncw * sizeof(uint64_t)), "cudaMalloc lap");
+	if (ret)
+		return ret;
+	/* no ticket equals UINT64_MAX: every word starts unowned */
+	ret = gs_cuda_err(cudaMemset(r->dlap, 0xff, cam_ncw * sizeof(uint64_t)), "memset lap");
+	if (ret)
+		return ret;
+	if (p->next) {
+		size_t eb = p->next * sizeof(struct gs_cam_ext);
+
+		ret = gs_cuda_err(cudaMalloc(&r->dext, eb), "cudaMalloc ext");
+		if (ret)
+			return ret;
+		ret = gs_cuda_err(cudaMemcpy(r->dext, p->ext, eb, cudaMemcpyHostToDevice),
+				  "copy ext");
+		if (ret)
+			return ret;
+	}
+	memset(&h, 0, sizeof(h));
+	h.ring = (struct gs_ring *)dring;
+	h.sq_ctr = (p->flags & GS_CUDA_DEV_TICKETS) ? &r->dcam->sq_ticket : &h.ring->sq_tail;
+	h.lap = r->dlap;
+	h.buf = (char *)dbuf;
+	h.buf_len = r->buf_len;
+	h.ncw = cam_ncw;
+	h.cw_base = 0;
+	h.block_shift = ilog2(p->block_size);
+	h.next = p->next;
+	h.ext = r->dext;
+	h.dev_base = p->dev_off;
+	h.nblocks = nblocks;
+	return gs_cuda_err(cudaMemcpy(r->dcam, &h, sizeof(h), cudaMemcpyHostToDevice), "copy cam");
+}
+
+/* A ring and region of our own in pinned host memory, served by @q. */
+static int cring_create(struct gs_cring *r, struct gs_q *q, const struct gs_cuda_params *p,
+			uint32_t sq, uint32_t ncw_total, uint32_t cam_ncw, size_t buf_bytes,
+			uint64_t nblocks)
+{
+	size_t rb = gs_ring_bytes(sq, 1, ncw_total);
+	int ret;
+
+	memset(r, 0, sizeof(*r));
+	r->q = q;
+	r->host_alloc = 1;
+	r->ring_bytes = rb;
+	r->buf_len = buf_bytes;
+	ret = gs_cuda_err(cudaHostAlloc((void **)&r->ring, rb, cudaHostAllocMapped |
+					cudaHostAllocPortable), "cudaHostAlloc ring");
+	if (ret)
+		goto destroy;
+	ret = gs_cuda_err(cudaHostAlloc((void **)&r->buf, buf_bytes, cudaHostAllocMapped |
+					cudaHostAllocPortable), "cudaHostAlloc buffer");
+	if (ret)
+		goto destroy;
+	ret = gs_ring_init(r->ring, rb, sq, 1, ncw_total, GS_RING_POLLED);
+	if (ret)
+		goto destroy;
+	ret = gs_cring_setup_dev(r, p, cam_ncw, nblocks);
+	if (ret || !q)
+		goto out;
+	/* fixed buffers make the pollers' I/O cheaper; not having them is fine */
+	gs_q_register_buffer(q, r->buf, r->buf_len);
+	ret = gs_q_ring_add(q, r->ring, r->buf, r->buf_len);
+	if (ret)
+		goto destroy;
+	r->added = 1;
+	return 0;
+out:
+	if (!ret)
+		return 0;
+destroy:
+	gs_cring_destroy(r);
+	return ret;
+}
+
+/* Fill in defaults and check; @cap: device bytes (for nblocks). */
+int gs_cuda_params_fix(struct gs_cuda_params *p, uint64_t cap)
+{
+	if (!p->block_size)
+		p->block_size = DEF_BLOCK;
+	if (!p->sq_entries)
+		p->sq_entries = DEF_SQ;
+	if (!p->ncw)
+		p->ncw = 4 * p->sq_entries;
+	if (!p->buf_bytes)
+		p->buf_bytes = DEF_BUF;
+	if (!is_pow2(p->block_size) || p->block_size < 512 || !is_pow2(p->sq_entries) ||
+	    !is_pow2(p->ncw) || (p->ext && !p->next) || (p->next && !p->ext) ||
+	    p->buf_bytes % p->block_size)
+		return -EINVAL;
+	if (!p->nblocks) {
+		if (p->next) {
+			const struct gs_cam_ext *e = &p->ext[p->next - 1];
+
+			p->nblocks = e->blk + e->nblk;
+		} else {
+			if (cap <= p->dev_off)
+				return -EINVAL;
+			p->nblocks = (cap - p->dev_off) / p->block_size;
+		}
+	}
+	return 0;
+}
+
+int gs_cuda_open(struct gs_cuda **cp, struct gs_q *q, const struct gs_cuda_params *params)
+{
+	struct gs_cuda_params p = params ? *params : gs_cuda_params{};
+	struct gs_q_geom g;
+	struct gs_cuda *c;
+	int ret;
+
+	if (!cp || !q)
+		return -EINVAL;
+	ret = gs_q_geometry(q, &g);
+	if (ret)
+		return ret;
+	ret = gs_cuda_params_fix(&p, g.capacity);
+	if (ret)
+		return ret;
+	if (p.block_size < g.lba_size)
+		return -EINVAL;
+	ret = gs_cuda_err(cudaSetDevice(p.device), "cudaSetDevice");
+	if (ret)
+		return ret;
+	c = (struct gs_cuda *)calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->q = q;
+	c->p = p;
+	c->p.ext = NULL;	/* not ours to keep: the device has its copy */
+	ret = cring_create(&c->cr, q, &p, p.sq_entries, p.ncw, p.ncw, p.buf_bytes, p.nblocks);
+	if (ret) {
+		free(c);
+		return ret;
+	}
+	if (p.next) {
+		c->ext = (struct gs_cam_ext *)malloc(p.next * sizeof(*c->ext));
+		if (c->ext)
+			memcpy(c->ext, p.ext, p.next * sizeof(*c->ext));
+	}
+	*cp = c;
+	return 0;
+}
+
+void gs_cuda_close(struct gs_cuda *c)
+{
+	if (!c)
+		return;
+	gs_cring_destroy(&c->cr);
+	if (c->detach)
+		c->detach(c);
+	free(c->ext);
+	free(c);
+}
+
+struct gs_cam *gs_cuda_cam(struct gs_cuda *c)
+{
+	return c->cr.dcam;
+}
+
+void *gs_cuda_buf(struct gs_cuda *c, size_t *len)
+{
+	if (len)
+		*len = c->cr.buf_len;
+	return c->cr.buf;
+}
+
+uint32_t gs_cuda_block_size(struct gs_cuda *c)
+{
+	return c->p.block_size;
+}
+
+uint64_t gs_cuda_nblocks(struct gs_cuda *c)
+{
+	return c->p.nblocks;
+}
+
+int gs_cuda_error(struct gs_cuda *c)
+{
+	int64_t err = 0;
+	int ret = gs_cuda_err(cudaMemcpy(&err, &c->cr.dcam->err, sizeof(err),
+					 cudaMemcpyDeviceToHost), "read error");
+
+	return ret ? ret : (int)err;
+}
+
+/* ---- BaM arrays ---- */
+
+struct gs_cuda_array {
+	struct gs_cuda *c;
+	struct gs_cring cr;	/* the misses' own ring and bounce region */
+	struct gs_bam h;	/* host copy: device pointers */
+	struct gs_bam *d;
+	/* NVMe mode */
+	struct gs_swnvme *sw;
+	uint32_t nq;
+	void *nvq_mem[2 * 64];	/* pinned SQ, CQ per queue */
+	void *nvq_state[64];
+};
+
+static __global__ void nvmeq_init_kernel(struct gs_nvmeq *q, uint32_t nslots, void *sq, void *cq,
+					 uint32_t *sq_db, uint32_t *cq_db, void *state)
+{
+	gs_nvmeq_init(q, nslots, sq, cq, sq_db, cq_db, state);
+}
+
+/* Queue pairs on the software controller, their gs_nvmeq in GPU memory. */
+static int nvme_setup(struct gs_cuda_array *a, const struct gs_cuda_array_params *p)
+{
+	uint32_t ns = p->nvme_slots ? p->nvme_slots : 1024, qsize = gs_nvmeq_qsize(ns);
+	char *bar = (char *)gs_swnvme_bar(a->sw), *dbar;
+	int ret;
+
+	a->nq = p->nvme_queues ? p->nvme_queues : 4;
+	if (a->nq > 64 || !is_pow2(ns) || ns > GS_NVMEQ_MAX_SLOTS)
+		return -EINVAL;
+	ret = gs_cuda_err(cudaHostGetDevicePointer((void **)&dbar, bar, 0),
+			  "swnvme BAR is not GPU-mapped");
+	if (ret)
+		return ret;
+	ret = gs_cuda_err(cudaMalloc((void **)&a->h.nvmeq, a->nq * sizeof(struct gs_nvmeq)),
+			  "cudaMalloc nvmeq");
+	if (ret)
+		return ret;
+	for (uint32_t i = 0; i < a->nq; i++) {
+		size_t sb = (size_t)qsize * 64, cb = (size_t)qsize * 16;
+		void *sq, *cq, *dsq, *dcq;
+		uint16_t qid = (uint16_t)(i + 1);
+
+		if ((ret = gs_cuda_err(cudaHostAlloc(&sq, sb, cudaHostAllocMapped), "nvme sq")))
+			return ret;
+		a->nvq_mem[2 * i] = sq;
+		if ((ret = gs_cuda_err(cudaHostAlloc(&cq, cb, cudaHostAllocMapped), "nvme cq")))
+			return ret;
+		a->nvq_mem[2 * i + 1] = cq;
+		memset(sq, 0, sb);
+		memset(cq, 0, cb);
+		cudaHostGetDevicePointer(&dsq, sq, 0);
+		cudaHostGetDevicePointer(&dcq, cq, 0);
+		if ((ret = gs_swnvme_map(a->sw, (uintptr_t)sq, sq, sb)) ||
+		    (ret = gs_swnvme_map(a->sw, (uintptr_t)cq, cq, cb)) ||
+		    (ret = gs_swnvme_create_qpair(a->sw, qid, (uintptr_t)sq, (uintptr_t)cq, qsize)))
+			return ret;
+		ret = gs_cuda_err(cudaMalloc(&a->nvq_state[i], gs_nvmeq_state_bytes(ns)),
+				  "cudaMalloc nvmeq state");
+		if (ret)
+			return ret;
+		nvmeq_init_kernel<<<1, 1>>>(&a->h.nvmeq[i], ns, dsq, dcq,
+					    (uint32_t *)(dbar + GS_SWNVME_DB_BASE + 8 * qid),
+					    (uint32_t *)(dbar + GS_SWNVME_DB_BASE + 8 * qid + 4),
+					    a->nvq_state[i]);
+		ret = gs_cuda_err(cudaDeviceSynchronize(), "nvmeq init");
+		if (ret)
+			return ret;
+	}
+	/* bounce slots: the controller sees them at their host addresses */
+	ret = gs_swnvme_map(a->sw, (uintptr_t)a->cr.buf, a->cr.buf, a->cr.buf_len);
+	if (ret)
+		return ret;
+	a->h.nvme_nq = a->nq;
+	a->h.prp_base = (uintptr_t)a->cr.buf;
+	a->h.lba_shift = gs_swnvme_lba_shift(a->sw);
+	a->h.nsid = 1;
+	return 0;
+}
+
+static __global__ void flush_kernel(struct gs_bam *b)
+{
+	gs_array_flush(b);
+}
+
+static __global__ void flush_device_kernel(struct gs_bam *b)
+{
+	gs_array_flush_device(b);
+}
+
+static void array_free(struct gs_cuda_array *a)
+{
+	cudaFree(a->h.pst);
+	cudaFree(a->h.pslot);
+	cudaFree(a->h.slot_page);
+	cudaFree(a->h.slot_ref);
+	cudaFree(a->h.data);
+	cudaFree(a->h.turn);
+	cudaFree(a->d);
+	for (uint32_t i = 0; i < a->nq; i++)
+		gs_swnvme_delete_qpair(a->sw, (uint16_t)(i + 1));
+	for (uint32_t i = 0; i < 2 * a->nq; i++)
+		cudaFreeHost(a->nvq_mem[i]);
+	for (uint32_t i = 0; i < a->nq; i++)
+		cudaFree(a->nvq_state[i]);
+	cudaFree(a->h.nvmeq);
+	gs_cring_destroy(&a->cr);
+	free(a);
+}
+
+static int array_alloc(void **p, size_t bytes, int fill, const char *what)
+{
+	int ret = gs_cuda_err(cudaMalloc(p, bytes), what);
+
+	return ret ? ret : gs_cuda_err(cudaMemset(*p, fill, bytes), what);
+}
+
+int gs_cuda_array_open(struct gs_cuda_array **ap, struct gs_cuda *c,
+		       const struct gs_cuda_array_params *params)
+{
+	struct gs_cuda_array_params p = params ? *params : gs_cuda_array_params{};
+	struct gs_cuda_array *a;
+	struct gs_cuda_params rp = c ? c->p : gs_cuda_params{};
+	uint64_t line, nblocks;
+	int ret;
+
+	if (!p.cache_bytes)
+		p.cache_bytes = DEF_CACHE;
+	if (!p.nio)
+		p.nio = DEF_NIO;
+	if (p.backend == GS_BAM_NVME) {
+		if (!p.swnvme)
+			return -EINVAL;	/* kmod queues: not wired yet */
+		rp.block_size = 4096;
+		rp.nblocks = (gs_swnvme_nlba(p.swnvme) << gs_swnvme_lba_shift(p.swnvme)) / 4096;
+		if (c && c->p.block_size != 4096)
+			return -EINVAL;
+		if (c)
+			rp.nblocks = c->p.nblocks;
+	} else if (p.backend != GS_BAM_RING || !c) {
+		return -EINVAL;
+	}
+	line = rp.block_size;
+	nblocks = rp.nblocks;
+	if (!is_pow2(p.nio) || p.cache_bytes < 64 * line)
+		return -EINVAL;
+	a = (struct gs_cuda_array *)calloc(1, sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	a->c = c;
+	a->sw = p.swnvme;
+	rp.ext = c ? c->ext : NULL;
+	rp.next = c ? c->p.next : 0;
+	rp.flags |= GS_CUDA_DEV_TICKETS & (c ? c->p.flags : 0);
+	rp.sq_entries = p.nio > rp.sq_entries ? p.nio : rp.sq_entries;
+	/* words [0, 2) for the cam (device flushes), [2, 2 + nio) for bounce slots */
+	if (p.backend == GS_BAM_NVME || c->q)
+		ret = cring_create(&a->cr, p.backend == GS_BAM_NVME ? NULL : c->q, &rp,
+				   rp.sq_entries, p.nio + 2, 2, (size_t)p.nio * line, nblocks);
+	else
+		ret = c->attach_ring ? c->attach_ring(c, &a->cr, &rp, rp.sq_entries, p.nio + 2,
+						      2, (size_t)p.nio * line) : -EOPNOTSUPP;
+	if (ret) {
+		free(a);
+		return ret;
+	}
+	struct gs_bam *h = &a->h;
+
+	h->line_shift = ilog2(line);
+	h->nslots = (uint32_t)(p.cache_bytes / line);
+	h->nio = p.nio;
+	h->nio_shift = ilog2(p.nio);
+	h->npages = nblocks;
+	h->bounce_off = 0;
+	h->cw_base = 2;
+	h->cam = a->cr.dcam;
+	if ((ret = array_alloc((void **)&h->pst, h->npages * 4, 0, "cache page states")) ||
+	    (ret = array_alloc((void **)&h->pslot, h->npages * 4, 0, "cache page slots")) ||
+	    (ret = array_alloc((void **)&h->slot_page, (size_t)h->nslots * 8, 0xff,
+			       "cache slots")) ||
+	    (ret = array_alloc((void **)&h->slot_ref, (size_t)h->nslots * 4, 0, "cache clock")) ||
+	    (ret = array_alloc((void **)&h->data, (size_t)h->nslots * line, 0, "cache lines")) ||
+	    (ret = array_alloc((void **)&h->turn, (size_t)h->nio * 8, 0, "cache turns")) ||
+	    (ret = array_alloc((void **)&a->d, sizeof(*h), 0, "cache")))
+		goto free_a;
+	if (p.backend == GS_BAM_NVME && (ret = nvme_setup(a, &p)))
+		goto free_a;
+	ret = gs_cuda_err(cudaMemcpy(a->d, h, sizeof(*h), cudaMemcpyHostToDevice), "copy cache");
+	if (ret)
+		goto free_a;
+	*ap = a;
+	return 0;
+free_a:
+	array_free(a);
+	return ret;
+}
+
+int gs_cuda_array_flush(struct gs_cuda_array *a)
+{
+	uint32_t threads = 256, blocks = (a->h.nslots + threads - 1) / threads;
+	int ret;
+
+	flush_kernel<<<blocks, threads>>>(a->d);
+	ret = gs_cuda_err(cudaGetLastError(), "flush kernel launch");
+	if (!ret)
+		ret = gs_cuda_err(cudaDeviceSynchronize(), "flush kernel");
+	if (ret)
+		return ret;
+	flush_device_kernel<<<1, 1>>>(a->d);
+	ret = gs_cuda_err(cudaGetLastError(), "device flush launch");
+	if (!ret)
+		ret = gs_cuda_err(cudaDeviceSynchronize(), "device flush");
+	return ret ? ret : gs_cuda_array_error(a);
+}
+
+int gs_cuda_array_invalidate(struct gs_cuda_array *a)
+{
+	int ret = gs_cuda_array_flush(a);
+
+	if (ret)
+		return ret;
+	ret = gs_cuda_err(cudaMemset(a->h.pst, 0, a->h.npages * 4), "invalidate");
+	if (!ret)
+		ret = gs_cuda_err(cudaMemset(a->h.slot_page, 0xff, (size_t)a->h.nslots * 8),
+				  "invalidate");
+	return ret;
+}
+
+void gs_cuda_array_close(struct gs_cuda_array *a)
+{
+	if (a)
+		array_free(a);
+}
+
+struct gs_bam *gs_cuda_array_dev(struct gs_cuda_array *a)
+{
+	return a->d;
+}
+
+int gs_cuda_array_stats(struct gs_cuda_array *a, struct gs_cuda_array_stats *st)
+{
+	struct gs_bam h;
+	int ret = gs_cuda_err(cudaMemcpy(&h, a->d, sizeof(h), cudaMemcpyDeviceToHost), "stats");
+
+	if (ret)
+		return ret;
+	st->misses = h.misses;
+	st->evictions = h.evictions;
+	st->writebacks = h.writebacks;
+	st->busy_waits = h.busy_waits;
+	return 0;
+}
+
+int gs_cuda_array_error(struct gs_cuda_array *a)
+{
+	int64_t e1 = 0, e2 = 0;
+	int ret = gs_cuda_err(cudaMemcpy(&e1, &a->d->err, sizeof(e1), cudaMemcpyDeviceToHost),
+			      "read error");
+
+	if (!ret)
+		ret = gs_cuda_err(cudaMemcpy(&e2, &a->cr.dcam->err, sizeof(e2),
+					     cudaMemcpyDeviceToHost), "read error");
+	return ret ? ret : (int)(e1 ? e1 : e2);
+}

@@ -1,0 +1,286 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * gstore for CUDA programs: GPU-initiated storage access.
+ *
+ * Two modes over the same I/O core (gstore_q.h):
+ *
+ *  CAM (CPU-managed).  Kernels call gs_prefetch() / gs_write_back() with
+ *  block ids; requests go into a gs_ring in pinned host memory mapped into
+ *  the GPU; the core's poller threads serve it; data lands in (or leaves
+ *  from) a pinned buffer region the kernel addresses directly.
+ *  gs_prefetch_sync() / gs_write_back_sync() wait for them (the latter also
+ *  flushes the device).  The SMs only write requests: the CPU drives the
+ *  device.
+ *
+ *  BaM (GPU-managed).  A software cache in GPU memory (clock replacement,
+ *  refcounts, line states, one miss -> one I/O, warp coalescing) behind a
+ *  typed accessor: gs_array_get_u64(a, i), gs_array_set_u64(a, i, v),
+ *  flushed by gs_cuda_array_flush().  Misses go through a ring to the
+ *  pollers (GS_BAM_RING), or as NVMe commands that GPU threads put into
+ *  NVMe queues (GS_BAM_NVME: gpuq/nvmeq.h, served by gstore_nvme.ko or the
+ *  software controller gpuq/swnvme.h).
+ *
+ * Where the blocks are: a gs_cuda opens over a gs_q (in-process: an image
+ * file or device opened with gs_q_open(), or the queue of a gs_fs), with
+ * block b at dev_off + b * block_size, or with an extent table (an array
+ * file of a gstore filesystem: gs_fs_bmap()); or it attaches to a running
+ * gstorefs (gs_cuda_attach(), gpuq/attach.h) and gets rings and buffers in
+ * shared memory served by the daemon's pollers.
+ *
+ * The plain way needs none of this: mmap() an array file of a mounted
+ * gstore, cudaHostRegister() the mapping, and read it from a kernel (see
+ * gstore_cuda(3)).
+ *
+ * Host functions return 0 or -errno.  Device functions return 0 or -errno
+ * too; errors are also kept (sticky) in the queue and read back with
+ * gs_cuda_error() / gs_cuda_array_error().
+ */
+#ifndef GSTORE_CUDA_H
+#define GSTORE_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gstore_q.h"
+#include "gpuq/cuda/cam.h"
+#include "gpuq/cuda/bam.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct gs_cuda;
+struct gs_cuda_array;
+
+enum {
+	/* GPU producers take sq tickets from GPU memory instead of fetch-adding
+	 * the ring's tail over PCIe (see gs_cam_push()). */
+	GS_CUDA_DEV_TICKETS = 1u << 0,
+};
+
+struct gs_cuda_params {
+	uint32_t block_size;	/* CAM block / BaM line bytes, power of two (0: 4096) */
+	uint32_t sq_entries;	/* ring requests, power of two (0: 4096) */
+	uint32_t ncw;		/* CAM completion words, power of two (0: 4 * sq_entries) */
+	uint32_t flags;		/* GS_CUDA_* */
+	size_t buf_bytes;	/* pinned GPU-mapped data region (0: 64 MiB) */
+	uint64_t dev_off;	/* block 0's device byte offset (no extents) */
+	uint64_t nblocks;	/* addressable blocks (0: to the device's end) */
+	const struct gs_cam_ext *ext;	/* or an extent table (copied) */
+	uint32_t next;
+	int device;		/* CUDA device (0 default) */
+};
+
+/* Rings + region over @q, served by its pollers (in-process mode). */
+int gs_cuda_open(struct gs_cuda **cp, struct gs_q *q, const struct gs_cuda_params *p);
+/*
+ * Attach to a running gstorefs and open the array file @path on it (a path
+ * under the mount point): rings and region come from the daemon in shared
+ * memory (gpuq/attach.h), the daemon's pollers serve them.
+ */
+int gs_cuda_attach(struct gs_cuda **cp, const char *path, const struct gs_cuda_params *p);
+void gs_cuda_close(struct gs_cuda *c);
+
+/* The queue to pass to kernels (a device pointer). */
+struct gs_cam *gs_cuda_cam(struct gs_cuda *c);
+/* The pinned region: one address for the host and the GPU (UVA). */
+void *gs_cuda_buf(struct gs_cuda *c, size_t *len);
+uint32_t gs_cuda_block_size(struct gs_cuda *c);
+uint64_t gs_cuda_nblocks(struct gs_cuda *c);
+/* The sticky first error of the queue's requests (0 or -errno). */
+int gs_cuda_error(struct gs_cuda *c);
+
+/* ---- BaM: a GPU-cached array ---- */
+enum { GS_BAM_RING = 0, GS_BAM_NVME = 1 };
+
+struct gs_swnvme;
+
+struct gs_cuda_array_params {
+	size_t cache_bytes;	/* GPU memory for lines (0: 256 MiB) */
+	uint32_t nio;		/* misses in flight, power of two (0: 4096) */
+	int backend;		/* GS_BAM_RING (default) or GS_BAM_NVME */
+	/* GS_BAM_NVME over the software controller (its BAR must be pinned,
+	 * GPU-mapped memory: cudaHostAlloc(cudaHostAllocMapped)); lines are 4 KiB
+	 * and the array spans the namespace.  gstore_nvme.ko queues: not yet. */
+	struct gs_swnvme *swnvme;
+	uint32_t nvme_queues;	/* queue pairs, qids 1.. (0: 4) */
+	uint32_t nvme_slots;	/* commands in flight per queue, power of two (0: 1024) */
+};
+
+/*
+ * A cache over @c's blocks (line = block); @c must outlive it.  With
+ * GS_BAM_NVME, @c may be NULL (the array is the whole namespace).
+ */
+int gs_cuda_array_open(struct gs_cuda_array **ap, struct gs_cuda *c,
+		       const struct gs_cuda_array_params *p);
+/* Write back dirty lines and flush the device; no kernel may write meanwhile. */
+int gs_cuda_array_flush(struct gs_cuda_array *a);
+/* Drop every clean line (after the storage changed under the cache). */
+int gs_cuda_array_invalidate(struct gs_cuda_array *a);
+void gs_cuda_array_close(struct gs_cuda_array *a);
+struct gs_bam *gs_cuda_array_dev(struct gs_cuda_array *a);
+int gs_cuda_array_error(struct gs_cuda_array *a);
+
+struct gs_cuda_array_stats {
+	uint64_t misses, evictions, writebacks, busy_waits;
+};
+int gs_cuda_array_stats(struct gs_cuda_array *a, struct gs_cuda_array_stats *st);
+
+#ifdef __cplusplus
+}
+#endif
+
+/* ---- device API ---- */
+#if defined(__CUDACC__)
+
+/*
+ * CAM: read blocks block_ids[0..n) into dst + i * block size (dst in the
+ * region of gs_cuda_buf()).  Any thread may call; the requests go out now
+ * and complete asynchronously.
+ */
+static inline __device__ int gs_prefetch(struct gs_cam *q, const uint64_t *block_ids,
+					  uint32_t n, void *dst)
+{
+	return gs_cam_blocks(q, GS_OP_READ, block_ids, n, dst);
+}
+
+/*
+ * Wait until every request issued on @q before the call (by any thread) has
+ * completed.  Threads that read the data must call it too, or be ordered
+ * after a caller by __syncthreads() in the same block.  One lane per warp
+ * polls; the others wait at the warp barrier.
+ */
+static inline __device__ int gs_prefetch_sync(struct gs_cam *q)
+{
+	unsigned am = __activemask();
+	int lane = threadIdx.x & 31, leader = __ffs(am) - 1, ret = 0;
+
+	if (lane == leader)
+		ret = gs_cam_sync(q);
+	ret = __shfl_sync(am, ret, leader);
+	/* system fence: this lane's later loads see what the leader waited for */
+	__threadfence_system();
+	return ret;
+}
+
+/* CAM: write blocks block_ids[0..n) from src + i * block size. */
+static inline __device__ int gs_write_back(struct gs_cam *q, const uint64_t *block_ids,
+					    uint32_t n, const void *src)
+{
+	/* system fence: the data (ours, and the block's after __syncthreads) first */
+	__threadfence_system();
+	return gs_cam_blocks(q, GS_OP_WRITE, block_ids, n, src);
+}
+
+/* Wait for every earlier request, then flush the device: durable on 0. */
+static inline __device__ int gs_write_back_sync(struct gs_cam *q)
+{
+	unsigned am = __activemask();
+	int lane = threadIdx.x & 31, leader = __ffs(am) - 1, ret = 0;
+
+	if (lane == leader)
+		ret = gs_cam_flush(q);
+	return __shfl_sync(am, ret, leader);
+}
+
+/*
+ * BaM element access.  Lanes of a warp that touch the same line share one
+ * lookup (and at most one miss): the lowest lane of each group takes the
+ * reference and passes the slot on with __shfl_sync.  On a failed miss the
+ * value reads as 0 and the error is kept in the array.
+ */
+template <typename T>
+static inline __device__ T gs_array_get(struct gs_bam *a, uint64_t i)
+{
+	uint64_t byte = i * sizeof(T), page = byte >> a->line_shift;
+	uint32_t off = (uint32_t)(byte & ((1u << a->line_shift) - 1)), slot = 0;
+	unsigned am = __activemask();
+	unsigned grp = __match_any_sync(am, page);
+	int lane = threadIdx.x & 31, leader = __ffs(grp) - 1;
+	T v = 0;
+
+	if (page >= a->npages) {
+		gs_bam_fail(a, -GS_ERANGE);
+		return 0;
+	}
+	if (lane == leader)
+		slot = gs_bam_get(a, page, 0);
+	slot = __shfl_sync(grp, slot, leader);
+	if (slot != GS_BAM_NOSLOT)
+		v = *(const T *)(gs_bam_line(a, slot) + off);
+	__syncwarp(grp);
+	if (lane == leader && slot != GS_BAM_NOSLOT)
+		gs_bam_put(a, page);
+	return v;
+}
+
+template <typename T>
+static inline __device__ void gs_array_set(struct gs_bam *a, uint64_t i, T v)
+{
+	uint64_t byte = i * sizeof(T), page = byte >> a->line_shift;
+	uint32_t off = (uint32_t)(byte & ((1u << a->line_shift) - 1)), slot = 0;
+	unsigned am = __activemask();
+	unsigned grp = __match_any_sync(am, page);
+	int lane = threadIdx.x & 31, leader = __ffs(grp) - 1;
+
+	if (page >= a->npages) {
+		gs_bam_fail(a, -GS_ERANGE);
+		return;
+	}
+	if (lane == leader)
+		slot = gs_bam_get(a, page, 1);
+	slot = __shfl_sync(grp, slot, leader);
+	if (slot != GS_BAM_NOSLOT)
+		*(T *)(gs_bam_line(a, slot) + off) = v;
+	__syncwarp(grp);
+	if (lane == leader && slot != GS_BAM_NOSLOT)
+		gs_bam_put(a, page);
+}
+
+static inline __device__ uint64_t gs_array_get_u64(struct gs_bam *a, uint64_t i)
+{
+	return gs_array_get<uint64_t>(a, i);
+}
+
+static inline __device__ void gs_array_set_u64(struct gs_bam *a, uint64_t i, uint64_t v)
+{
+	gs_array_set<uint64_t>(a, i, v);
+}
+
+static inline __device__ uint32_t gs_array_get_u32(struct gs_bam *a, uint64_t i)
+{
+	return gs_array_get<uint32_t>(a, i);
+}
+
+static inline __device__ void gs_array_set_u32(struct gs_bam *a, uint64_t i, uint32_t v)
+{
+	gs_array_set<uint32_t>(a, i, v);
+}
+
+/*
+ * Write back the dirty lines: every thread of a grid calls it (no writer may
+ * run meanwhile); then one thread may call gs_array_flush_device() after a
+ * grid-wide barrier, or the host calls gs_cuda_array_flush().
+ */
+static inline __device__ int gs_array_flush(struct gs_bam *a)
+{
+	uint64_t tid = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	uint64_t nthreads = (uint64_t)gridDim.x * blockDim.x;
+
+	return gs_bam_flush_slots(a, tid, nthreads);
+}
+
+static inline __device__ int gs_array_flush_device(struct gs_bam *a)
+{
+	if (a->nvme_nq) {
+		int64_t r = gs_bam_nvme_io(a, GS_OP_FLUSH, 0, 0, 0);
+
+		if (r < 0)
+			gs_bam_fail(a, r);
+		return r < 0 ? (int)r : 0;
+	}
+	return gs_cam_flush(a->cam);
+}
+
+#endif /* __CUDACC__ */
+#endif /* GSTORE_CUDA_H */

@@ -1,0 +1,592 @@
+// SPDX-License-Identifier: MIT
+/*
+ * 4 KiB random reads into GPU-visible memory, every path on the same image
+ * in the same run (docs/PERF.md "GPU path" explains each line):
+ *   raw       O_DIRECT pread from T threads (the disk's limit)
+ *   pread+cp  O_DIRECT pread + cudaMemcpy to GPU memory from T threads
+ *   cufile    cuFileRead into GPU memory from T threads (libcufile, dlopen)
+ *   core      the I/O core alone: gs_q_submit() from one thread, QD 256
+ *   cam       GPU threads gs_prefetch + gs_prefetch_sync, P pollers, S SMs
+ *   bam-ring  GPU cache misses through a ring (all misses: 64 MiB cache)
+ *   bam-nvme  GPU cache misses as NVMe commands to the software controller
+ *   hot       cached array reads vs a device-to-device copy
+ * Each figure: one warm-up, then the median of RUNS runs.  Prints lines
+ * "RESULT name value unit" for run-all.sh's table.
+ *
+ *   bench [SECONDS_PER_RUN]
+ */
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "common.cuh"
+
+#define RUNS 3
+
+static const char *path;
+static uint64_t nblocks, nread;
+static double secs = 1.5;
+
+static void result(const char *name, double v, const char *unit, const char *how)
+{
+	printf("RESULT %-28s %12.0f %-6s %s\n", name, v, unit, how);
+	fflush(stdout);
+}
+
+template <typename F> static double median_of(F f)
+{
+	std::vector<double> v;
+
+	f();	/* warm-up */
+	for (int i = 0; i < RUNS; i++)
+		v.push_back(f());
+	std::sort(v.begin(), v.end());
+	return v[RUNS / 2];
+}
+
+/* ---- CPU baselines ---- */
+
+enum { M_RAW, M_COPY, M_CUFILE };
+
+/* the cuFile API, declared here: no cufile.h on the build machines */
+typedef struct {
+	int err;
+	int cu_err;
+} cufile_err_t;
+typedef struct {
+	int type;	/* CU_FILE_HANDLE_TYPE_OPAQUE_FD = 1 */
+	union {
+		int fd;
+		void *handle;
+	} handle;
+	const void *fs_ops;
+} cufile_descr_t;
+static struct {
+	cufile_err_t (*driver_open)(void);
+	cufile_err_t (*handle_register)(void **fh, cufile_descr_t *d);
+	void (*handle_deregister)(void *fh);
+	cufile_err_t (*buf_register)(const void *p, size_t len, int flags);
+	ssize_t (*read)(void *fh, void *p, size_t size, off_t off, off_t poff);
+	void *fh;
+	int ok;
+	char why[256];
+} cf;
+
+struct cpu_arg {
+	int mode, fd;
+	uint64_t seed, n;
+	double until;
+};
+
+static void *cpu_worker(void *arg)
+{
+	struct cpu_arg *a = (struct cpu_arg *)arg;
+	void *buf = NULL, *dbuf = NULL;
+	cudaStream_t s = NULL;
+	uint64_t x = a->seed;
+
+	if (posix_memalign(&buf, 4096, BS))
+		return NULL;
+	if (a->mode != M_RAW) {
+		CK(cudaMalloc(&dbuf, BS));
+		CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+		if (a->mode == M_COPY)
+			CK(cudaHostRegister(buf, BS, cudaHostRegisterDefault));
+		else
+			cf.buf_register(dbuf, BS, 0);
+	}
+	while (now_s() < a->until) {
+		for (int k = 0; k < 64; k++) {
+			uint64_t off = (mix(x++) % nread) * BS;
+
+			if (a->mode == M_CUFILE) {
+				if (cf.read(cf.fh, dbuf, BS, off, 0) != BS)
+					return NULL;
+			} else {
+				if (pread(a->fd, buf, BS, off) != BS)
+					return NULL;
+				if (a->mode == M_COPY) {
+					CK(cudaMemcpyAsync(dbuf, buf, BS, cudaMemcpyHostToDevice, s));
+					CK(cudaStreamSynchronize(s));
+				}
+			}
+			a->n++;
+		}
+	}
+	if (a->mode == M_COPY)
+		cudaHostUnregister(buf);
+	if (dbuf)
+		cudaFree(dbuf);
+	if (s)
+		cudaStreamDestroy(s);
+	free(buf);
+	return NULL;
+}
+
+static double cpu_run(int mode, int nth)
+{
+	std::vector<pthread_t> t(nth);
+	std::vector<cpu_arg> a(nth);
+	int fd = open(path, O_RDONLY | O_DIRECT);
+	double t0 = now_s();
+	uint64_t n = 0;
+
+	for (int i = 0; i < nth; i++) {
+		a[i] = cpu_arg{ mode, fd, mix(t0 * 1e9 + i), 0, t0 + secs };
+		pthread_create(&t[i], NULL, cpu_worker, &a[i]);
+	}
+	for (int i = 0; i < nth; i++) {
+		pthread_join(t[i], NULL);
+		n += a[i].n;
+	}
+	double dt = now_s() - t0;
+
+	close(fd);
+	return n / dt;
+}
+
+static void cufile_open(void)
+{
+	const char *libs[] = { "libcufile.so.0", "libcufile.so", "/usr/local/cuda/lib64/libcufile.so.0",
+			       "/usr/local/cuda/targets/x86_64-linux/lib/libcufile.so.0" };
+	void *h = NULL;
+
+	for (unsigned i = 0; i < 4 && !h; i++)
+		h = dlopen(libs[i], RTLD_NOW);
+	if (!h) {
+		snprintf(cf.why, sizeof(cf.why), "no libcufile: %s", dlerror());
+		return;
+	}
+	cf.driver_open = (cufile_err_t(*)(void))dlsym(h, "cuFileDriverOpen");
+	cf.handle_register = (cufile_err_t(*)(void **, cufile_descr_t *))dlsym(h, "cuFileHandleRegister");
+	cf.handle_deregister = (void (*)(void *))dlsym(h, "cuFileHandleDeregister");
+	cf.buf_register = (cufile_err_t(*)(const void *, size_t, int))dlsym(h, "cuFileBufRegister");
+	cf.read = (ssize_t(*)(void *, void *, size_t, off_t, off_t))dlsym(h, "cuFileRead");
+	if (!cf.driver_open || !cf.handle_register || !cf.read || !cf.buf_register) {
+		snprintf(cf.why, sizeof(cf.why), "libcufile lacks the API");
+		return;
+	}
+	cufile_err_t e = cf.driver_open();
+
+	if (e.err) {
+		snprintf(cf.why, sizeof(cf.why), "cuFileDriverOpen: error %d (cuda %d)", e.err,
+			 e.cu_err);
+		return;
+	}
+	cufile_descr_t d = {};
+
+	d.type = 1;
+	d.handle.fd = open(path, O_RDONLY | O_DIRECT);
+	e = cf.handle_register(&cf.fh, &d);
+	if (e.err) {
+		snprintf(cf.why, sizeof(cf.why), "cuFileHandleRegister: error %d (cuda %d)", e.err,
+			 e.cu_err);
+		return;
+	}
+	/* one probe read: compat mode may be off, the filesystem unsupported */
+	void *dbuf;
+
+	CK(cudaMalloc(&dbuf, BS));
+	ssize_t r = cf.read(cf.fh, dbuf, BS, 0, 0);
+
+	cudaFree(dbuf);
+	if (r != BS) {
+		snprintf(cf.why, sizeof(cf.why), "cuFileRead probe returned %zd", r);
+		return;
+	}
+	cf.ok = 1;
+}
+
+/* ---- the I/O core alone ---- */
+
+struct core_ctx {
+	struct gs_q *q;
+	uint64_t done, x;
+	char *bufs;
+	double until;
+	int stop;
+	unsigned inflight;
+};
+
+static void core_cb(struct gs_q_io *io, int64_t res)
+{
+	struct core_ctx *c = (struct core_ctx *)io->priv;
+
+	__atomic_fetch_add(&c->done, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_sub(&c->inflight, 1, __ATOMIC_RELEASE);
+}
+
+static double core_run(struct gs_q *q, unsigned depth)
+{
+	struct core_ctx c = {};
+	std::vector<gs_q_io> ios(depth);
+	std::vector<gs_q_io *> ptr(depth);
+	std::vector<int> busy(depth);
+
+	c.q = q;
+	c.x = mix(now_s() * 1e9);
+	if (posix_memalign((void **)&c.bufs, 4096, (size_t)depth * BS))
+		return 0;
+	double t0 = now_s(), until = t0 + secs;
+	uint64_t issued = 0;
+
+	/* a simple window: keep @depth in flight from this thread */
+	while (now_s() < until) {
+		unsigned room = depth - __atomic_load_n(&c.inflight, __ATOMIC_ACQUIRE), n = 0;
+
+		for (unsigned k = 0; k < room; k++) {
+			gs_q_io *io = &ios[(issued + k) % depth];
+
+			io->op = GS_OP_READ;
+			io->len = BS;
+			io->off = (mix(c.x++) % nread) * BS;
+			io->buf = c.bufs + ((issued + k) % depth) * BS;
+			io->done = core_cb;
+			io->priv = &c;
+			ptr[n++] = io;
+		}
+		if (n) {
+			__atomic_fetch_add(&c.inflight, n, __ATOMIC_RELAXED);
+			if (gs_q_submit(q, ptr.data(), n) < 0)
+				break;
+			issued += n;
+		}
+	}
+	while (__atomic_load_n(&c.inflight, __ATOMIC_ACQUIRE))
+		usleep(100);
+	double dt = now_s() - t0;
+
+	free(c.bufs);
+	return c.done / dt;
+}
+
+/* ---- GPU-initiated ---- */
+
+static __global__ void cam_kernel(struct gs_cam *q, char *region, uint64_t nread, uint32_t rounds,
+				  uint64_t seed, unsigned long long *sum)
+{
+	uint64_t tid = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	char *dst = region + tid * BS;
+	unsigned long long s = 0;
+
+	for (uint32_t r = 0; r < rounds; r++) {
+		uint64_t id = mix(seed ^ (tid << 24) ^ r) % nread;
+
+		gs_prefetch(q, &id, 1, dst);
+		gs_prefetch_sync(q);
+		s += *(volatile uint64_t *)dst;
+	}
+	atomicAdd(sum, s);
+}
+
+static __global__ void bam_kernel(struct gs_bam *a, uint64_t nelem, uint32_t rounds, uint64_t seed,
+				  unsigned long long *sum)
+{
+	uint64_t tid = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	unsigned long long s = 0;
+
+	for (uint32_t r = 0; r < rounds; r++)
+		s += gs_array_get_u64(a, mix(seed ^ (tid << 24) ^ r) % nelem);
+	atomicAdd(sum, s);
+}
+
+/* Coalesced sweep of [0, n) elements, @reps times. */
+static __global__ void hot_kernel(struct gs_bam *a, uint64_t n, int reps, unsigned long long *sum)
+{
+	uint64_t tid = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+	unsigned long long s = 0;
+
+	for (int r = 0; r < reps; r++)
+		for (uint64_t i = tid; i < n; i += stride)
+			s += gs_array_get_u64(a, i);
+	atomicAdd(sum, s);
+}
+
+static double gpu_time(void (*launch)(void *), void *arg)
+{
+	cudaEvent_t e0, e1;
+	float ms;
+
+	CK(cudaEventCreate(&e0));
+	CK(cudaEventCreate(&e1));
+	CK(cudaEventRecord(e0));
+	launch(arg);
+	CK(cudaGetLastError());
+	CK(cudaEventRecord(e1));
+	CK(cudaEventSynchronize(e1));
+	CK(cudaEventElapsedTime(&ms, e0, e1));
+	cudaEventDestroy(e0);
+	cudaEventDestroy(e1);
+	return ms / 1e3;
+}
+
+struct cam_arg {
+	struct gs_cam *q;
+	char *region;
+	int blocks, threads;
+	uint32_t rounds;
+	unsigned long long *sum;
+};
+
+static void cam_launch(void *p)
+{
+	cam_arg *a = (cam_arg *)p;
+
+	cam_kernel<<<a->blocks, a->threads>>>(a->q, a->region, nread, a->rounds,
+					      mix(now_s() * 1e9), a->sum);
+}
+
+struct bam_arg {
+	struct gs_bam *a;
+	int blocks, threads;
+	uint32_t rounds;
+	uint64_t n;
+	unsigned long long *sum;
+};
+
+static void bam_launch(void *p)
+{
+	bam_arg *b = (bam_arg *)p;
+
+	bam_kernel<<<b->blocks, b->threads>>>(b->a, b->n, b->rounds, mix(now_s() * 1e9), b->sum);
+}
+
+static void hot_launch(void *p)
+{
+	bam_arg *b = (bam_arg *)p;
+
+	hot_kernel<<<b->blocks, b->threads>>>(b->a, b->n, b->rounds, b->sum);
+}
+
+static void bench_cam(unsigned pollers, double target_iops)
+{
+	struct gs_q *q = open_q(path, pollers, 0);
+	struct gs_cuda_params p = {};
+	struct gs_cuda *c;
+	unsigned long long *sum;
+	int threads = 128;
+
+	p.flags = GS_CUDA_DEV_TICKETS;
+	p.buf_bytes = 132ull * 2 * threads * BS;
+	p.sq_entries = 8192;
+	OK(gs_cuda_open(&c, q, &p));
+	CK(cudaMalloc(&sum, sizeof(*sum)));
+	int sms[] = { 1, 2, 4, 8, 16, 32, 66, 132 };
+
+	for (int k = 0; k < 8; k++) {
+		cam_arg a = { gs_cuda_cam(c), (char *)gs_cuda_buf(c, NULL), sms[k], threads, 0, sum };
+		uint64_t want = (uint64_t)(target_iops * secs);
+
+		a.rounds = (uint32_t)std::max<uint64_t>(2, want / (a.blocks * threads));
+		double iops = median_of([&] {
+			return a.rounds * (double)a.blocks * threads / gpu_time(cam_launch, &a);
+		});
+		char name[64], how[128];
+
+		snprintf(name, sizeof(name), "cam_p%u_sm%d", pollers, sms[k]);
+		snprintf(how, sizeof(how), "%d blocks x %d threads, %u pollers", sms[k], threads,
+			 pollers);
+		result(name, iops, "IOPS", how);
+	}
+	OK(gs_cuda_error(c));
+	gs_cuda_close(c);
+	gs_q_close(q);
+	cudaFree(sum);
+}
+
+static void bench_bam(int nvme, double target_iops)
+{
+	struct gs_q *q = NULL;
+	struct gs_cuda *c = NULL;
+	struct gs_swnvme *sw = NULL;
+	void *bar = NULL;
+	unsigned long long *sum;
+
+	if (nvme) {
+		struct gs_swnvme_params sp = {};
+
+		CK(cudaHostAlloc(&bar, gs_swnvme_bar_bytes(16), cudaHostAllocMapped));
+		sp.path = path;
+		sp.max_qpairs = 16;
+		sp.depth = 512;
+		sp.bar = bar;
+		OK(gs_swnvme_start(&sw, &sp));
+	} else {
+		struct gs_cuda_params p = {};
+
+		q = open_q(path, 2, 0);
+		p.flags = GS_CUDA_DEV_TICKETS;
+		OK(gs_cuda_open(&c, q, &p));
+	}
+	struct gs_cuda_array_params ap = {};
+	struct gs_cuda_array *a;
+
+	ap.cache_bytes = 64u << 20;
+	ap.nio = 1024;
+	ap.backend = nvme ? GS_BAM_NVME : GS_BAM_RING;
+	ap.swnvme = sw;
+	ap.nvme_queues = 8;
+	ap.nvme_slots = 256;
+	OK(gs_cuda_array_open(&a, c, &ap));
+	CK(cudaMalloc(&sum, sizeof(*sum)));
+	int sms[] = { 4, 16, 66, 132 };
+
+	for (int k = 0; k < 4; k++) {
+		bam_arg b = { gs_cuda_array_dev(a), sms[k], 256, 0, nread * (BS / 8), sum };
+		uint64_t want = (uint64_t)(target_iops * secs);
+
+		b.rounds = (uint32_t)std::max<uint64_t>(2, want / (b.blocks * 256));
+		double iops = median_of([&] {
+			struct gs_cuda_array_stats s0, s1;
+
+			OK(gs_cuda_array_stats(a, &s0));
+			double dt = gpu_time(bam_launch, &b);
+
+			OK(gs_cuda_array_stats(a, &s1));
+			return (s1.misses - s0.misses) / dt;
+		});
+		char name[64], how[128];
+
+		snprintf(name, sizeof(name), "bam_%s_sm%d", nvme ? "nvme" : "ring", sms[k]);
+		snprintf(how, sizeof(how), "%d blocks x 256 threads, misses/s, %s", sms[k],
+			 nvme ? "8 NVMe queues" : "2 pollers");
+		result(name, iops, "IOPS", how);
+	}
+	OK(gs_cuda_array_error(a));
+	gs_cuda_array_close(a);
+	gs_cuda_close(c);
+	if (q)
+		gs_q_close(q);
+	if (sw) {
+		gs_swnvme_stop(sw);
+		cudaFreeHost(bar);
+	}
+	cudaFree(sum);
+}
+
+static void bench_hot(void)
+{
+	struct gs_q *q = open_q(path, 2, 0);
+	struct gs_cuda_params p = {};
+	struct gs_cuda *c;
+	struct gs_cuda_array_params ap = {};
+	struct gs_cuda_array *a;
+	unsigned long long *sum;
+	size_t bytes = 256u << 20;
+
+	p.flags = GS_CUDA_DEV_TICKETS;
+	OK(gs_cuda_open(&c, q, &p));
+	ap.cache_bytes = 2 * bytes;
+	OK(gs_cuda_array_open(&a, c, &ap));
+	CK(cudaMalloc(&sum, sizeof(*sum)));
+	bam_arg b = { gs_cuda_array_dev(a), 132 * 8, 256, 1, bytes / 8, sum };
+
+	gpu_time(hot_launch, &b);	/* fill the cache */
+	b.rounds = 5;
+	double gbs = median_of([&] { return 5.0 * bytes / gpu_time(hot_launch, &b) / 1e9; });
+
+	result("hot_array_read", gbs, "GB/s", "256 MiB cached, coalesced get_u64, 5 sweeps");
+	/* the peer: a device-to-device copy of the same size, read + write bytes */
+	void *x, *y;
+
+	CK(cudaMalloc(&x, bytes));
+	CK(cudaMalloc(&y, bytes));
+	CK(cudaMemset(x, 1, bytes));
+	double d2d = median_of([&] {
+		cudaEvent_t e0, e1;
+		float ms;
+
+		cudaEventCreate(&e0);
+		cudaEventCreate(&e1);
+		cudaEventRecord(e0);
+		for (int i = 0; i < 5; i++)
+			cudaMemcpy(y, x, bytes, cudaMemcpyDeviceToDevice);
+		cudaEventRecord(e1);
+		cudaEventSynchronize(e1);
+		cudaEventElapsedTime(&ms, e0, e1);
+		return 5.0 * 2 * bytes / (ms / 1e3) / 1e9;
+	});
+
+	result("d2d_copy_rw", d2d, "GB/s", "cudaMemcpy D2D 256 MiB, read+write bytes");
+	result("hot_vs_d2d_pct", 100 * gbs / d2d, "%", "hot_array_read / d2d_copy_rw");
+	cudaFree(x);
+	cudaFree(y);
+	gs_cuda_array_close(a);
+	gs_cuda_close(c);
+	gs_q_close(q);
+	cudaFree(sum);
+}
+
+int main(int argc, char **argv)
+{
+	skip_without_gpu();
+	gs_set_log_func(log_to_stderr, NULL);
+	if (argc > 1)
+		secs = atof(argv[1]);
+	path = image_path();
+	nblocks = image_blocks(path);
+	nread = CAM_WR_FIRST(nblocks);
+	CK(cudaFree(0));
+	printf("bench: %s, %.2f GiB, %.1f s per run, median of %d\n", path,
+	       nblocks * (double)BS / (1 << 30), secs, RUNS);
+
+	const char *only = getenv("GS_BENCH_ONLY");
+	auto want = [&](const char *w) { return !only || strstr(only, w); };
+	double raw64 = 0;
+
+	if (want("cpu")) {
+		int ths[] = { 1, 16, 64 };
+
+		for (int k = 0; k < 3; k++) {
+			char name[64], how[64];
+			double v = median_of([&] { return cpu_run(M_RAW, ths[k]); });
+
+			if (ths[k] == 64)
+				raw64 = v;
+			snprintf(name, sizeof(name), "raw_pread_t%d", ths[k]);
+			snprintf(how, sizeof(how), "O_DIRECT pread, %d threads", ths[k]);
+			result(name, v, "IOPS", how);
+		}
+		for (int k = 1; k < 3; k++) {
+			char name[64], how[64];
+			double v = median_of([&] { return cpu_run(M_COPY, ths[k]); });
+
+			snprintf(name, sizeof(name), "pread_memcpy_t%d", ths[k]);
+			snprintf(how, sizeof(how), "O_DIRECT pread + cudaMemcpy, %d threads", ths[k]);
+			result(name, v, "IOPS", how);
+		}
+		cufile_open();
+		for (int k = 1; k < 3 && cf.ok; k++) {
+			char name[64], how[64];
+			double v = median_of([&] { return cpu_run(M_CUFILE, ths[k]); });
+
+			snprintf(name, sizeof(name), "cufile_t%d", ths[k]);
+			snprintf(how, sizeof(how), "cuFileRead to GPU memory, %d threads", ths[k]);
+			result(name, v, "IOPS", how);
+		}
+		if (!cf.ok)
+			printf("RESULT %-28s %12s %-6s %s\n", "cufile", "n/a", "", cf.why);
+	}
+	if (want("core")) {
+		struct gs_q *q = open_q(path, 2, 0);
+
+		result("core_qd256_p2", median_of([&] { return core_run(q, 256); }), "IOPS",
+		       "gs_q_submit from 1 thread, QD 256, 2 pollers");
+		gs_q_close(q);
+	}
+	double target = raw64 ? raw64 : 200000;
+
+	if (want("cam")) {
+		bench_cam(1, target);
+		bench_cam(2, target);
+	}
+	if (want("bam")) {
+		bench_bam(0, target);
+		bench_bam(1, target);
+	}
+	if (want("hot"))
+		bench_hot();
+	return 0;
+}
