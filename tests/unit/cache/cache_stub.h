@@ -66,7 +66,7 @@ static void stub_dma(void *dst, const void *src, size_t len)
 		d[i] = s[i];
 }
 
-static void stub_log(struct stub *s, char op, uint64_t off)
+static inline void stub_log(struct stub *s, char op, uint64_t off)
 {
 	unsigned int i = __atomic_fetch_add(&s->nlog, 1, __ATOMIC_RELAXED);
 
@@ -74,7 +74,7 @@ static void stub_log(struct stub *s, char op, uint64_t off)
 		s->log[i] = (struct stub_op){ .op = op, .off = off };
 }
 
-static int stub_fault(int *count, int err)
+static inline int stub_fault(int *count, int err)
 {
 	int n = __atomic_load_n(count, __ATOMIC_RELAXED);
 
@@ -88,7 +88,7 @@ static int stub_fault(int *count, int err)
 	return 0;
 }
 
-static int stub_check(struct stub *s, const void *buf, size_t len, uint64_t off)
+static inline int stub_check(struct stub *s, const void *buf, size_t len, uint64_t off)
 {
 	if (off % s->lba || len % s->lba || (uintptr_t)buf % s->lba || !len ||
 	    off + len > s->size || len > s->max_io)
@@ -96,7 +96,7 @@ static int stub_check(struct stub *s, const void *buf, size_t len, uint64_t off)
 	return 0;
 }
 
-static ssize_t stub_do_read(struct stub *s, void *buf, size_t len, uint64_t off)
+static inline ssize_t stub_do_read(struct stub *s, void *buf, size_t len, uint64_t off)
 {
 	int r = stub_check(s, buf, len, off);
 
@@ -115,13 +115,13 @@ static ssize_t stub_do_read(struct stub *s, void *buf, size_t len, uint64_t off)
 	return (ssize_t)len;
 }
 
-static ssize_t stub_pread(void *dev, void *buf, size_t len, uint64_t off)
+static inline ssize_t stub_pread(void *dev, void *buf, size_t len, uint64_t off)
 {
 	stub_log(dev, 'R', off);
 	return stub_do_read(dev, buf, len, off);
 }
 
-static ssize_t stub_pwrite(void *dev, const void *buf, size_t len, uint64_t off)
+static inline ssize_t stub_pwrite(void *dev, const void *buf, size_t len, uint64_t off)
 {
 	struct stub *s = dev;
 	int r = stub_check(s, buf, len, off);
@@ -139,7 +139,7 @@ static ssize_t stub_pwrite(void *dev, const void *buf, size_t len, uint64_t off)
 	return (ssize_t)len;
 }
 
-static int stub_flush(void *dev)
+static inline int stub_flush(void *dev)
 {
 	struct stub *s = dev;
 
@@ -148,7 +148,7 @@ static int stub_flush(void *dev)
 	return 0;
 }
 
-static int stub_geometry(void *dev, struct gs_q_geom *g)
+static inline int stub_geometry(void *dev, struct gs_q_geom *g)
 {
 	struct stub *s = dev;
 
@@ -163,7 +163,7 @@ static int stub_geometry(void *dev, struct gs_q_geom *g)
 	return 0;
 }
 
-static int stub_submit(void *dev, struct gs_q_io **ios, unsigned int n)
+static inline int stub_submit(void *dev, struct gs_q_io **ios, unsigned int n)
 {
 	struct stub *s = dev;
 
@@ -214,12 +214,12 @@ static const struct cache_io_ops stub_ops = {
 
 /* Device of @size bytes filled with stub_pattern(); @line: granule of the
  * per-line read counters (use the cache's line size). */
-static uint8_t stub_pattern(uint64_t off)
+static inline uint8_t stub_pattern(uint64_t off)
 {
 	return (uint8_t)((off * 7 + (off >> 12) * 13 + 1) & 0xff);
 }
 
-static struct stub *stub_new(uint64_t size, uint32_t lba, uint32_t line)
+static inline struct stub *stub_new(uint64_t size, uint32_t lba, uint32_t line)
 {
 	struct stub *s = calloc(1, sizeof(*s));
 
@@ -244,7 +244,7 @@ static struct stub *stub_new(uint64_t size, uint32_t lba, uint32_t line)
 	return s;
 }
 
-static void stub_free(struct stub *s)
+static inline void stub_free(struct stub *s)
 {
 	pthread_mutex_lock(&s->lock);
 	s->stop = 1;
@@ -258,7 +258,7 @@ static void stub_free(struct stub *s)
 	free(s);
 }
 
-static struct gs_cache *stub_cache(struct stub *s, size_t mem, uint32_t line, uint32_t ra)
+static inline struct gs_cache *stub_cache(struct stub *s, size_t mem, uint32_t line, uint32_t ra)
 {
 	struct gs_cache_params p = { .mem_bytes = mem, .line_size = line, .readahead = ra };
 	struct gs_cache *c = NULL;
@@ -269,7 +269,7 @@ static struct gs_cache *stub_cache(struct stub *s, size_t mem, uint32_t line, ui
 	return c;
 }
 
-static struct gs_cache_stats stub_stats(struct gs_cache *c)
+static inline struct gs_cache_stats stub_stats(struct gs_cache *c)
 {
 	struct gs_cache_stats st;
 
@@ -278,7 +278,7 @@ static struct gs_cache_stats stub_stats(struct gs_cache *c)
 }
 
 /* Small deterministic PRNG for tests (xorshift64*). */
-static uint64_t stub_rand(uint64_t *x)
+static inline uint64_t stub_rand(uint64_t *x)
 {
 	*x ^= *x >> 12;
 	*x ^= *x << 25;
