@@ -322,6 +322,27 @@ void inode_decode(struct inode_m *m, const struct gs_dinode *d);
 void inode_encode(struct gs_dinode *d, const struct inode_m *m);
 uint64_t itable_blk(const struct gs_fs *fs, uint64_t ino, uint32_t *off);
 
+/* dir.c */
+void dir_index_free(struct dindex *d);
+int dir_parse(struct gs_fs *fs, const uint8_t *blk, uint64_t pblk, uint32_t bidx,
+	      struct dindex *d);
+int dir_load(struct gs_fs *fs, struct gs_inode *ip);
+int dir_add(struct gs_fs *fs, struct gs_inode *dp, const char *name, uint64_t ino,
+	    uint8_t type);
+int dir_del(struct gs_fs *fs, struct gs_inode *dp, const char *name);
+int dir_retarget(struct gs_fs *fs, struct gs_inode *dp, struct dirent_m *e, uint64_t ino,
+		 uint8_t type);
+struct dirent_m *dindex_find(struct dindex *d, const char *name);
+
+static inline int fs_check_rw(const struct gs_fs *fs)
+{
+	if (fs->rdonly)
+		return -EROFS;
+	if (fs->error)
+		return -EIO;
+	return 0;
+}
+
 /* array.c */
 int xmap_load(struct gs_fs *fs, struct gs_inode *ip);
 void xmap_free(struct xmap *m);
