@@ -13,6 +13,7 @@
 #include <stdlib.h>
 
 #include "gs_log.h"
+#include "gstore_fs.h"
 #include "graph_internal.h"
 
 static uint32_t root_crc(const struct gs_graph_root *r)
@@ -101,6 +102,17 @@ static void scratch_destroy(void *p)
 	free(p);
 }
 
+/* The per-thread scratch key of synchronous queries. */
+int gr_graph_keys(struct gs_graph *g)
+{
+	int ret = pthread_key_create(&g->sckey, scratch_destroy);
+
+	if (ret)
+		return -ret;
+	g->sckey_ok = true;
+	return 0;
+}
+
 void gr_graph_free(struct gs_graph *g)
 {
 	gr_pool_stop(g);
@@ -126,6 +138,8 @@ void gr_graph_free(struct gs_graph *g)
 	}
 	if (g->st && !g->st->borrowed)
 		g->st->ops->destroy(g->st);
+	if (g->fs_ref)
+		gs_fs_release(g->fs, g->ino);
 	pthread_rwlock_destroy(&g->lock);
 	free(g);
 }
@@ -151,6 +165,7 @@ void gr_scratch_free(struct gr_scratch *sc)
 	gr_list_free(&sc->l);
 	gr_list_free(&sc->tmp);
 	free(sc->ops);
+	free(sc->buf);
 	memset(sc, 0, sizeof(*sc));
 }
 
@@ -257,12 +272,9 @@ int gr_graph_open_store(struct gr_store *st, struct gs_fs *fs, uint64_t ino, uns
 	g->fs = fs;
 	g->ino = ino;
 	g->oflags = flags;
-	ret = pthread_key_create(&g->sckey, scratch_destroy);
-	if (ret) {
-		ret = -ret;
+	ret = gr_graph_keys(g);
+	if (ret)
 		goto free_g;
-	}
-	g->sckey_ok = true;
 	ret = gr_root_read(st, &g->root);
 	if (ret)
 		goto free_g;
@@ -540,6 +552,50 @@ int gs_graph_edge_weight(struct gs_graph *g, uint64_t u, uint64_t v, float *w)
 	return r < 0 ? (int)r : 0;
 }
 
+static int edge_line(struct gs_graph *g, char *buf, size_t size, uint64_t u, uint64_t v,
+		     float w)
+{
+	if (g->weighted)
+		return snprintf(buf, size, "%" PRIu64 " %" PRIu64 " %.9g\n", u, v, (double)w);
+	return snprintf(buf, size, "%" PRIu64 " %" PRIu64 "\n", u, v);
+}
+
+ssize_t gs_graph_edges_text(struct gs_graph *g, struct gs_graph_cursor *c, char *buf,
+			    size_t size)
+{
+	struct gr_scratch *sc = gr_thread_scratch(g);
+	size_t len = 0;
+	int64_t n = 0;
+
+	if (!sc)
+		return -ENOMEM;
+	if (size < 80)
+		return -EINVAL;
+	pthread_rwlock_rdlock(&g->lock);
+	sc->mdir = -1;
+	for (; c->v < g->nv; c->v++, c->i = 0) {
+		n = g->eng->get(g, GS_GRAPH_OUT, c->v, &sc->l, sc, false);
+		if (n == -ENOENT)
+			continue;
+		if (n < 0)
+			break;
+		for (; c->i < (uint64_t)n; c->i++) {
+			uint64_t v = sc->l.ids[c->i];
+			int k;
+
+			if (!g->directed && v < c->v)
+				continue;	/* an undirected edge once, from its smaller end */
+			k = edge_line(g, buf + len, size - len, c->v, v, sc->l.w[c->i]);
+			if ((size_t)k >= size - len)
+				goto out;
+			len += (size_t)k;
+		}
+	}
+out:
+	pthread_rwlock_unlock(&g->lock);
+	return n < 0 && n != -ENOENT && !len ? (ssize_t)n : (ssize_t)len;
+}
+
 /* ---- info ---- */
 
 static uint64_t obj_bytes(struct gs_graph *g, uint64_t obj)
@@ -579,6 +635,8 @@ int gs_graph_info(struct gs_graph *g, struct gs_graph_info *gi)
 		gi->slack_pct = le32toh(r->slack_pct);
 		gi->chain_max = le32toh(r->chain_max);
 	}
+	if (g->eng == &gr_engine_csr)
+		gi->disk_bytes = gr_csr_disk_bytes(g);
 	gi->removed = g->vdel.n;
 	gi->delta_records = g->delta_recs;
 	gi->log_ops = g->log_ops;

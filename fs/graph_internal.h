@@ -260,8 +260,10 @@ int gr_mem_store_new(struct gr_store **sp, uint32_t page_size);
 void gr_mem_crash(struct gr_store *s, uint64_t seed);
 /* Fail the @n-th write from now on (0: never), like a crash at that point. */
 void gr_mem_fail_after(struct gr_store *s, uint64_t n);
-/* Store over a gs_fs graph object @ino (its internal objects). */
+/* Store over a gs_fs graph object @ino (its internal objects); graph_fs.c. */
 int gr_fs_store_new(struct gr_store **sp, struct gs_fs *fs, uint64_t ino);
+/* ino of graph/ */
+int gr_graph_dir(struct gs_fs *fs, uint64_t *dir);
 
 /* ---- engines: gstore pages, or the CSR baseline ---- */
 
@@ -288,6 +290,8 @@ struct gr_scratch {
 	struct gr_list l, tmp;
 	struct gr_op *ops;	/* gathered pending ops */
 	size_t nops, opscap;
+	uint8_t *buf;		/* engine bytes (CSR ranges) */
+	size_t bufcap;
 };
 int gr_scratch_init(struct gr_scratch *sc, uint32_t page_size);
 void gr_scratch_free(struct gr_scratch *sc);
@@ -326,6 +330,7 @@ struct gs_graph {
 	struct gr_store *st;	/* owned */
 	unsigned oflags;	/* GS_GRAPH_RDONLY */
 	int broken;		/* -errno: a merge failed past its commit point */
+	bool fs_ref;		/* holds a gs_fs_open() reference on ino */
 	pthread_rwlock_t lock;
 
 	struct gs_graph_root root;	/* last committed */
@@ -363,6 +368,7 @@ int gr_root_commit(struct gs_graph *g);
 int gr_graph_open_store(struct gr_store *st, struct gs_fs *fs, uint64_t ino, unsigned flags,
 			struct gs_graph **gp);
 int gr_graph_new(struct gs_graph **gp);
+int gr_graph_keys(struct gs_graph *g);
 void gr_graph_free(struct gs_graph *g);
 int gr_load_gtt(struct gs_graph *g, unsigned d);
 int gr_read_page(struct gs_graph *g, unsigned d, uint64_t page, void *buf);
@@ -429,6 +435,6 @@ int gr_pool_start(struct gs_graph *g);
 void gr_pool_stop(struct gs_graph *g);
 
 /* graph_csr.c */
-int gr_csr_open(struct gs_graph *g, struct gs_fs *fs, const char *prefix);
+uint64_t gr_csr_disk_bytes(struct gs_graph *g);
 
 #endif /* GS_FS_GRAPH_INTERNAL_H */

@@ -31,7 +31,7 @@ struct ref {
 	uint64_t vcap;
 };
 
-static uint64_t ref_rand(uint64_t *x)
+static inline uint64_t ref_rand(uint64_t *x)
 {
 	*x ^= *x << 13;
 	*x ^= *x >> 7;
@@ -39,7 +39,7 @@ static uint64_t ref_rand(uint64_t *x)
 	return *x;
 }
 
-static void ref_grow(struct ref *r, uint64_t nv)
+static inline void ref_grow(struct ref *r, uint64_t nv)
 {
 	if (nv <= r->vcap) {
 		if (nv > r->nv)
@@ -71,7 +71,7 @@ static struct ref *ref_new(uint64_t nv, bool directed, bool weighted)
 	return r;
 }
 
-static void ref_free(struct ref *r)
+static inline void ref_free(struct ref *r)
 {
 	for (int d = 0; d < 2; d++) {
 		for (uint64_t v = 0; v < r->vcap; v++) {
@@ -84,7 +84,7 @@ static void ref_free(struct ref *r)
 	free(r);
 }
 
-static int64_t ref_find(const struct ref_adj *a, uint64_t v)
+static inline int64_t ref_find(const struct ref_adj *a, uint64_t v)
 {
 	size_t lo = 0, hi = a->n;
 
@@ -102,7 +102,7 @@ static int64_t ref_find(const struct ref_adj *a, uint64_t v)
 }
 
 /* Insert or lower the weight (import semantics) / set (update semantics). */
-static void adj_put(struct ref_adj *a, uint64_t v, float w, bool keep_min)
+static inline void adj_put(struct ref_adj *a, uint64_t v, float w, bool keep_min)
 {
 	int64_t i = ref_find(a, v);
 
@@ -125,7 +125,7 @@ static void adj_put(struct ref_adj *a, uint64_t v, float w, bool keep_min)
 	a->n++;
 }
 
-static void adj_del(struct ref_adj *a, uint64_t v)
+static inline void adj_del(struct ref_adj *a, uint64_t v)
 {
 	int64_t i = ref_find(a, v);
 
@@ -136,12 +136,12 @@ static void adj_del(struct ref_adj *a, uint64_t v)
 	a->n--;
 }
 
-static bool ref_has(const struct ref *r, uint64_t u, uint64_t v)
+static inline bool ref_has(const struct ref *r, uint64_t u, uint64_t v)
 {
 	return u < r->nv && ref_find(&r->a[0][u], v) >= 0;
 }
 
-static void ref_edge(struct ref *r, uint64_t u, uint64_t v, float w, bool keep_min)
+static inline void ref_edge(struct ref *r, uint64_t u, uint64_t v, float w, bool keep_min)
 {
 	uint64_t m = u > v ? u : v;
 
@@ -158,7 +158,7 @@ static void ref_edge(struct ref *r, uint64_t u, uint64_t v, float w, bool keep_m
 		adj_put(&r->a[0][v], u, w, keep_min);
 }
 
-static void ref_unedge(struct ref *r, uint64_t u, uint64_t v)
+static inline void ref_unedge(struct ref *r, uint64_t u, uint64_t v)
 {
 	if (!ref_has(r, u, v))
 		return;
@@ -170,7 +170,7 @@ static void ref_unedge(struct ref *r, uint64_t u, uint64_t v)
 		adj_del(&r->a[0][v], u);
 }
 
-static void ref_del_vertex(struct ref *r, uint64_t v)
+static inline void ref_del_vertex(struct ref *r, uint64_t v)
 {
 	while (r->a[0][v].n)
 		ref_unedge(r, v, r->a[0][v].ids[0]);
@@ -190,7 +190,7 @@ struct ref_in {
 	size_t n;
 };
 
-static struct ref_in ref_random_input(uint64_t nv, size_t ne, unsigned hubs, unsigned hubdeg,
+static inline struct ref_in ref_random_input(uint64_t nv, size_t ne, unsigned hubs, unsigned hubdeg,
 				      bool int_weights, uint64_t seed)
 {
 	struct ref_in in;
@@ -227,7 +227,7 @@ static struct ref_in ref_random_input(uint64_t nv, size_t ne, unsigned hubs, uns
 	return in;
 }
 
-static void ref_in_free(struct ref_in *in)
+static inline void ref_in_free(struct ref_in *in)
 {
 	free(in->u);
 	free(in->v);
@@ -246,7 +246,7 @@ static struct ref *ref_from_input(const struct ref_in *in, uint64_t nv, bool dir
 
 /* ---- writers ---- */
 
-static void write_text(const char *path, const struct ref_in *in, bool directed, bool weighted)
+static inline void write_text(const char *path, const struct ref_in *in, bool directed, bool weighted)
 {
 	FILE *f = fopen(path, "w");
 
@@ -266,7 +266,7 @@ static void write_text(const char *path, const struct ref_in *in, bool directed,
 	fclose(f);
 }
 
-static void write_mtx(const char *path, const struct ref_in *in, uint64_t nv, bool directed,
+static inline void write_mtx(const char *path, const struct ref_in *in, uint64_t nv, bool directed,
 		      bool weighted)
 {
 	FILE *f = fopen(path, "w");
@@ -287,7 +287,7 @@ static void write_mtx(const char *path, const struct ref_in *in, uint64_t nv, bo
 
 /* GAP .sg/.wsg from the reference's out lists (undirected: both directions,
  * directed: then the inverse lists); weights must be integers. */
-static void write_sg(const char *path, const struct ref *r, bool weighted)
+static inline void write_sg(const char *path, const struct ref *r, bool weighted)
 {
 	FILE *f = fopen(path, "wb");
 	uint8_t directed = r->directed;
@@ -320,7 +320,7 @@ static void write_sg(const char *path, const struct ref *r, bool weighted)
 
 /* 0 if every vertex's lists (and weights) equal the model's; prints the
  * first difference. */
-static int ref_compare(const struct ref *r, struct gs_graph *g)
+static inline int ref_compare(const struct ref *r, struct gs_graph *g)
 {
 	struct gs_graph_info gi;
 	uint64_t *ids = NULL;
@@ -385,7 +385,7 @@ static int ref_compare(const struct ref *r, struct gs_graph *g)
 }
 
 /* A random valid update batch (text) applied to the model as well. */
-static size_t ref_random_updates(struct ref *r, uint64_t *x, char *buf, size_t size,
+static inline size_t ref_random_updates(struct ref *r, uint64_t *x, char *buf, size_t size,
 				 unsigned count)
 {
 	size_t len = 0;
