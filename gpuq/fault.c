@@ -1,45 +1,721 @@
 // SPDX-License-Identifier: MIT
-/* Fault-injecting wrapper backend (placeholder: pass-through). */
+/*
+ * The "fault" backend: wraps another backend ("uring" unless the queue was
+ * opened with backend "fault:NAME") and injects failures for tests.  The
+ * spec language is in gstore_q.h and gs_q_fault(3).
+ *
+ * Every bio handed to the inner backend is a proxy, so a torn write can be
+ * submitted shorter than it is reported, and reads can be patched with the
+ * simulated write cache.  Bios the wrapper answers itself (injected errors,
+ * dropped or cached writes) wait in a per-queue stash until the next reap.
+ *
+ * Power-cut mode keeps a volatile write cache of lba-sized blocks (shared
+ * by all queues, under bd->lock): writes land there, reads see them, a
+ * flush writes them to the device (synchronously, on the poller that got
+ * the flush) before the device flush.  At the cut the cache is discarded
+ * and the device keeps exactly what earlier flushes put there.
+ */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gpuq/gpuq_internal.h"
 
+#define WB_RUN_MAX	(1u << 20)	/* largest write-back I/O */
+
+struct fspec {
+	uint64_t fail_n, every_n;
+	int fail_err, every_err;
+	unsigned opmask;		/* bit per GS_OP_*: counted ops */
+	uint64_t at;			/* crash point (writes) for tear/drop */
+	uint32_t tear;			/* bytes a torn write keeps */
+	int drop;
+	uint64_t powercut;		/* 0: no write cache */
+};
+
+struct cblock {
+	uint64_t blk;
+	uint64_t gen;
+	struct cblock *next;
+	char data[];
+};
+
 struct gs_bdev {
 	const struct gs_backend_ops *in;
 	struct gs_bdev *ibd;
+	struct gs_q_geom geom;
+	pthread_mutex_t lock;
+	struct fspec spec;
+	uint64_t nio, nwrites;		/* counted I/Os, writes since the spec was set */
+	int dead;			/* power was cut */
+	/* the volatile write cache: hash of lba blocks */
+	struct cblock **hash;
+	size_t nhash, nblocks;
+	uint64_t gen;
 };
 
-static int fault_open(struct gs_bdev **bdp, const struct gs_q_params *p)
-{
-	struct gs_q_params ip = *p;
-	struct gs_bdev *bd = calloc(1, sizeof(*bd));
-	int ret;
+struct proxy {
+	struct gs_bio b;		/* first: the inner backend sees this */
+	struct gs_bio *orig;		/* NULL: a write-back bio */
+	uint32_t report;		/* bytes to report on success (torn writes) */
+};
 
-	if (!bd)
-		return -ENOMEM;
-	ip.backend = "uring";
-	bd->in = gs_backend_find("uring");
-	ret = bd->in->open(&bd->ibd, &ip);
-	if (ret) {
-		free(bd);
-		return ret;
-	}
-	*bdp = bd;
+struct stashed {
+	struct gs_bio *b;
+	int64_t res;
+};
+
+struct gs_bq {
+	struct gs_bdev *bd;
+	struct gs_bq *iq;
+	struct stashed *stash;
+	unsigned nstash, cap;
+	struct gs_bio **pend;		/* proxies the inner queue did not take yet */
+	unsigned npend;
+	struct gs_bio **idone;
+	int64_t *ires;
+	uint32_t depth;
+	unsigned wb_left;		/* write-back bios still in flight */
+	int wb_err;
+};
+
+/* ---- spec ---- */
+
+static const struct {
+	const char *name;
+	int err;
+} errnames[] = {
+	{ "EIO", EIO }, { "ENOSPC", ENOSPC }, { "EROFS", EROFS }, { "ENOMEM", ENOMEM },
+	{ "EINVAL", EINVAL }, { "EAGAIN", EAGAIN }, { "ETIMEDOUT", ETIMEDOUT },
+	{ "ENODEV", ENODEV }, { "EBUSY", EBUSY },
+};
+
+static int parse_u64(const char *s, uint64_t *v, char **end)
+{
+	char *e;
+
+	if (*s < '0' || *s > '9')
+		return -EINVAL;
+	*v = strtoull(s, &e, 0);
+	*end = e;
 	return 0;
 }
 
-static void fault_close(struct gs_bdev *bd) { bd->in->close(bd->ibd); free(bd); }
-static int fault_geometry(struct gs_bdev *bd, struct gs_q_geom *g) { return bd->in->geometry(bd->ibd, g); }
-static int fault_register_buffer(struct gs_bdev *bd, void *a, size_t l) { return bd->in->register_buffer(bd->ibd, a, l); }
-static int fault_queue_create(struct gs_bdev *bd, uint32_t d, int fd, struct gs_bq **qp) { return bd->in->queue_create(bd->ibd, d, fd, qp); }
-static void fault_queue_destroy(struct gs_bq *q) { gs_backend_uring.queue_destroy(q); }
-static int fault_submit(struct gs_bq *q, struct gs_bio **ios, unsigned n) { return gs_backend_uring.submit(q, ios, n); }
-static int fault_reap(struct gs_bq *q, struct gs_bio **d, int64_t *r, unsigned m) { return gs_backend_uring.reap(q, d, r, m); }
-static int fault_wait(struct gs_bq *q, int64_t t) { return gs_backend_uring.wait(q, t); }
+static int parse_err(const char *s, int *err)
+{
+	size_t i;
+	char *e;
+	long v;
 
-int gs_fault_set(struct gs_bdev *bd, const char *spec) { return -EOPNOTSUPP; }
+	for (i = 0; i < sizeof(errnames) / sizeof(errnames[0]); i++)
+		if (!strcmp(s, errnames[i].name)) {
+			*err = errnames[i].err;
+			return 0;
+		}
+	v = strtol(s, &e, 10);
+	if (*e || v <= 0 || v > 4095)
+		return -EINVAL;
+	*err = (int)v;
+	return 0;
+}
+
+/* "N[:err]" */
+static int parse_nerr(const char *v, uint64_t *n, int *err)
+{
+	char *e;
+
+	if (parse_u64(v, n, &e) || !*n)
+		return -EINVAL;
+	*err = EIO;
+	if (*e == ':')
+		return parse_err(e + 1, err);
+	return *e ? -EINVAL : 0;
+}
+
+static int parse_num(const char *v, uint64_t *n)
+{
+	char *e;
+
+	if (parse_u64(v, n, &e) || *e)
+		return -EINVAL;
+	return 0;
+}
+
+static int parse_token(struct fspec *s, char *tok, uint32_t lba)
+{
+	char *v = strchr(tok, '=');
+	uint64_t n;
+
+	if (v)
+		*v++ = 0;
+	if (!strcmp(tok, "drop") && !v) {
+		s->drop = 1;
+		return 0;
+	}
+	if (!v)
+		return -EINVAL;
+	if (!strcmp(tok, "fail"))
+		return parse_nerr(v, &s->fail_n, &s->fail_err);
+	if (!strcmp(tok, "every"))
+		return parse_nerr(v, &s->every_n, &s->every_err);
+	if (!strcmp(tok, "op")) {
+		if (!strcmp(v, "read"))
+			s->opmask |= 1u << GS_OP_READ;
+		else if (!strcmp(v, "write"))
+			s->opmask |= 1u << GS_OP_WRITE;
+		else if (!strcmp(v, "flush"))
+			s->opmask |= 1u << GS_OP_FLUSH;
+		else if (!strcmp(v, "all"))
+			s->opmask |= (1u << GS_OP_NR) - 1;
+		else
+			return -EINVAL;
+		return 0;
+	}
+	if (!strcmp(tok, "at"))
+		return parse_num(v, &s->at);
+	if (!strcmp(tok, "powercut"))
+		return parse_num(v, &s->powercut) || !s->powercut ? -EINVAL : 0;
+	if (!strcmp(tok, "tear")) {
+		if (parse_num(v, &n) || n % lba || n > UINT32_MAX)
+			return -EINVAL;
+		s->tear = (uint32_t)n;
+		/* tear=0 keeps nothing: that is drop */
+		if (!n)
+			s->drop = 1;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+static int parse_spec(struct fspec *s, const char *spec, uint32_t lba)
+{
+	char *buf = strdup(spec), *save = NULL, *tok;
+	int ret = 0;
+
+	if (!buf)
+		return -ENOMEM;
+	memset(s, 0, sizeof(*s));
+	for (tok = strtok_r(buf, ",", &save); tok && !ret; tok = strtok_r(NULL, ",", &save))
+		ret = parse_token(s, tok, lba);
+	if (!s->opmask)
+		s->opmask = (1u << GS_OP_NR) - 1;
+	free(buf);
+	return ret;
+}
+
+int gs_fault_set(struct gs_bdev *bd, const char *spec)
+{
+	struct fspec s;
+	int ret = parse_spec(&s, spec, bd->geom.lba_size);
+
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&bd->lock);
+	bd->spec = s;
+	bd->nio = 0;
+	bd->nwrites = 0;
+	bd->dead = 0;
+	pthread_mutex_unlock(&bd->lock);
+	return 0;
+}
+
+/* ---- the volatile write cache (bd->lock held) ---- */
+
+static struct cblock **cache_slot(struct gs_bdev *bd, uint64_t blk)
+{
+	struct cblock **pp = &bd->hash[(blk * 0x9e3779b97f4a7c15ull) >> 40 & (bd->nhash - 1)];
+
+	while (*pp && (*pp)->blk != blk)
+		pp = &(*pp)->next;
+	return pp;
+}
+
+static int cache_grow(struct gs_bdev *bd)
+{
+	size_t n = bd->nhash ? bd->nhash * 2 : 1024, i;
+	struct cblock **old = bd->hash, **nh = calloc(n, sizeof(*nh));
+	size_t on = bd->nhash;
+
+	if (!nh)
+		return -ENOMEM;
+	bd->hash = nh;
+	bd->nhash = n;
+	for (i = 0; i < on; i++) {
+		struct cblock *c = old[i], *next;
+
+		for (; c; c = next) {
+			struct cblock **pp = cache_slot(bd, c->blk);
+
+			next = c->next;
+			c->next = NULL;
+			*pp = c;
+		}
+	}
+	free(old);
+	return 0;
+}
+
+static int cache_put(struct gs_bdev *bd, const struct gs_bio *b)
+{
+	uint32_t lba = bd->geom.lba_size, i;
+
+	if (b->off % lba || b->len % lba)
+		return -EINVAL;
+	bd->gen++;
+	for (i = 0; i < b->len / lba; i++) {
+		uint64_t blk = b->off / lba + i;
+		struct cblock **pp, *c;
+
+		if (bd->nblocks >= bd->nhash && cache_grow(bd))
+			return -ENOMEM;
+		pp = cache_slot(bd, blk);
+		c = *pp;
+		if (!c) {
+			c = malloc(sizeof(*c) + lba);
+			if (!c)
+				return -ENOMEM;
+			c->blk = blk;
+			c->next = NULL;
+			*pp = c;
+			bd->nblocks++;
+		}
+		c->gen = bd->gen;
+		memcpy(c->data, (char *)b->buf + (size_t)i * lba, lba);
+	}
+	return 0;
+}
+
+static void cache_discard(struct gs_bdev *bd)
+{
+	size_t i;
+
+	for (i = 0; i < bd->nhash; i++)
+		while (bd->hash[i]) {
+			struct cblock *c = bd->hash[i];
+
+			bd->hash[i] = c->next;
+			free(c);
+		}
+	bd->nblocks = 0;
+}
+
+/* Patch a completed read with cached blocks. */
+static void cache_overlay(struct gs_bdev *bd, struct gs_bio *b, uint64_t bytes)
+{
+	uint32_t lba = bd->geom.lba_size;
+	uint64_t first = b->off / lba, last = (b->off + bytes + lba - 1) / lba, blk;
+
+	pthread_mutex_lock(&bd->lock);
+	for (blk = first; bd->nblocks && blk < last; blk++) {
+		struct cblock *c = *cache_slot(bd, blk);
+		uint64_t s = blk * lba, e = s + lba;
+
+		if (!c)
+			continue;
+		if (s < b->off)
+			s = b->off;
+		if (e > b->off + bytes)
+			e = b->off + bytes;
+		memcpy((char *)b->buf + (s - b->off), c->data + (s - blk * lba), e - s);
+	}
+	pthread_mutex_unlock(&bd->lock);
+}
+
+static int cmp_cblock(const void *a, const void *b)
+{
+	uint64_t x = (*(struct cblock *const *)a)->blk, y = (*(struct cblock *const *)b)->blk;
+
+	return x < y ? -1 : x > y;
+}
+
+/* ---- stash and pending ---- */
+
+static void stash(struct gs_bq *q, struct gs_bio *b, int64_t res)
+{
+	q->stash[q->nstash].b = b;
+	q->stash[q->nstash].res = res;
+	q->nstash++;
+}
+
+static void absorb(struct gs_bq *q, struct gs_bio *ib, int64_t res)
+{
+	struct proxy *px = (struct proxy *)ib;
+	struct gs_bio *b = px->orig;
+
+	if (!b) {
+		if (res < 0 && !q->wb_err)
+			q->wb_err = (int)res;
+		q->wb_left--;
+		return;
+	}
+	if (res >= 0 && b->op == GS_OP_READ && res > 0)
+		cache_overlay(q->bd, b, (uint64_t)res);
+	if (res >= 0 && b->op == GS_OP_WRITE)
+		res = px->report;
+	free(px);
+	stash(q, b, res);
+}
+
+static void push_pending(struct gs_bq *q)
+{
+	int k;
+
+	if (!q->npend)
+		return;
+	k = q->bd->in->submit(q->iq, q->pend, q->npend);
+	if (k < 0) {
+		unsigned i;
+
+		for (i = 0; i < q->npend; i++)
+			absorb(q, q->pend[i], k);
+		q->npend = 0;
+		return;
+	}
+	memmove(q->pend, q->pend + k, (q->npend - k) * sizeof(q->pend[0]));
+	q->npend -= k;
+}
+
+static void inner_reap(struct gs_bq *q)
+{
+	int k = q->bd->in->reap(q->iq, q->idone, q->ires, q->depth), i;
+
+	for (i = 0; i < k; i++)
+		absorb(q, q->idone[i], q->ires[i]);
+}
+
+/* Write the cache to the device; waits here, on the poller.  0 or -errno. */
+static int writeback(struct gs_bq *q)
+{
+	struct gs_bdev *bd = q->bd;
+	uint32_t lba = bd->geom.lba_size;
+	struct cblock **v = NULL;
+	struct proxy *px = NULL;
+	uint64_t *gens = NULL;
+	size_t n = 0, i, j, nrun = 0;
+	int ret = 0;
+
+	pthread_mutex_lock(&bd->lock);
+	if (bd->nblocks) {
+		v = malloc(bd->nblocks * sizeof(*v));
+		gens = malloc(bd->nblocks * sizeof(*gens));
+		px = calloc(bd->nblocks, sizeof(*px));
+	}
+	if (bd->nblocks && (!v || !gens || !px)) {
+		ret = -ENOMEM;
+		goto unlock;
+	}
+	for (i = 0; i < bd->nhash; i++) {
+		struct cblock *c;
+
+		for (c = bd->hash[i]; c; c = c->next)
+			v[n++] = c;
+	}
+	qsort(v, n, sizeof(*v), cmp_cblock);
+	/* coalesce contiguous blocks into runs; copy under the lock */
+	for (i = 0; i < n; i = j) {
+		struct proxy *r = &px[nrun];
+		char *buf;
+
+		for (j = i + 1; j < n && v[j]->blk == v[j - 1]->blk + 1 &&
+		     (j - i + 1) * lba <= WB_RUN_MAX; j++)
+			;
+		buf = aligned_alloc(4096, ((j - i) * lba + 4095) & ~(size_t)4095);
+		if (!buf) {
+			ret = -ENOMEM;
+			break;
+		}
+		r->b.op = GS_OP_WRITE;
+		r->b.off = v[i]->blk * lba;
+		r->b.len = (uint32_t)((j - i) * lba);
+		r->b.buf = buf;
+		r->b.buf_index = -1;
+		for (; i < j; i++) {
+			memcpy(buf + (size_t)(r->b.len - (j - i) * lba), v[i]->data, lba);
+			gens[i] = v[i]->gen;
+		}
+		nrun++;
+	}
+unlock:
+	pthread_mutex_unlock(&bd->lock);
+
+	/* write the runs through the inner queue, a depth's worth at a time */
+	q->wb_err = 0;
+	for (i = 0; !ret && i < nrun;) {
+		struct gs_bio *bs[64];
+		unsigned k = 0;
+		int acc;
+
+		while (k < 64 && i + k < nrun && q->wb_left + k < q->depth / 2 + 1) {
+			bs[k] = &px[i + k].b;
+			k++;
+		}
+		if (k) {
+			acc = bd->in->submit(q->iq, bs, k);
+			if (acc < 0) {
+				ret = acc;
+				break;
+			}
+			q->wb_left += acc;
+			i += acc;
+		}
+		inner_reap(q);
+		if (q->wb_left >= q->depth / 2 + 1)
+			bd->in->wait(q->iq, 1000);
+	}
+	while (q->wb_left) {
+		inner_reap(q);
+		if (q->wb_left)
+			bd->in->wait(q->iq, 1000);
+	}
+	if (!ret)
+		ret = q->wb_err;
+
+	/* drop what was written, unless rewritten meanwhile */
+	pthread_mutex_lock(&bd->lock);
+	for (i = 0; !ret && i < n; i++) {
+		struct cblock **pp = cache_slot(bd, v[i]->blk), *c = *pp;
+
+		if (c && c == v[i] && c->gen == gens[i]) {
+			*pp = c->next;
+			free(c);
+			bd->nblocks--;
+		}
+	}
+	pthread_mutex_unlock(&bd->lock);
+	for (i = 0; i < nrun; i++)
+		free(px[i].b.buf);
+	free(px);
+	free(gens);
+	free(v);
+	return ret;
+}
+
+/* ---- ops ---- */
+
+static int fault_open(struct gs_bdev **bdp, const struct gs_q_params *p)
+{
+	const char *name = p->backend && *p->backend ? p->backend : "uring";
+	struct gs_q_params ip = *p;
+	struct gs_bdev *bd;
+	int ret;
+
+	if (!strncmp(name, "fault", 5))
+		name = name[5] == ':' && name[6] ? name + 6 : "uring";
+	bd = calloc(1, sizeof(*bd));
+	if (!bd)
+		return -ENOMEM;
+	bd->in = gs_backend_find(name);
+	if (!bd->in || bd->in == &gs_backend_fault) {
+		ret = -ENODEV;
+		goto free_bd;
+	}
+	ip.backend = name;
+	ret = bd->in->open(&bd->ibd, &ip);
+	if (ret)
+		goto free_bd;
+	ret = bd->in->geometry(bd->ibd, &bd->geom);
+	if (ret)
+		goto close_in;
+	pthread_mutex_init(&bd->lock, NULL);
+	ret = gs_fault_set(bd, p->fault ? p->fault : "");
+	if (ret)
+		goto destroy_lock;
+	*bdp = bd;
+	return 0;
+destroy_lock:
+	pthread_mutex_destroy(&bd->lock);
+close_in:
+	bd->in->close(bd->ibd);
+free_bd:
+	free(bd);
+	return ret;
+}
+
+static void fault_close(struct gs_bdev *bd)
+{
+	cache_discard(bd);
+	free(bd->hash);
+	pthread_mutex_destroy(&bd->lock);
+	bd->in->close(bd->ibd);
+	free(bd);
+}
+
+static int fault_geometry(struct gs_bdev *bd, struct gs_q_geom *g)
+{
+	*g = bd->geom;
+	return 0;
+}
+
+static int fault_register_buffer(struct gs_bdev *bd, void *addr, size_t len)
+{
+	return bd->in->register_buffer ? bd->in->register_buffer(bd->ibd, addr, len) : -1;
+}
+
+static int fault_queue_create(struct gs_bdev *bd, uint32_t depth, int wake_fd,
+			      struct gs_bq **qp)
+{
+	struct gs_bq *q = calloc(1, sizeof(*q));
+	int ret = -ENOMEM;
+
+	if (!q)
+		return -ENOMEM;
+	q->bd = bd;
+	q->depth = depth;
+	q->cap = depth + 1;
+	q->stash = calloc(q->cap, sizeof(*q->stash));
+	q->pend = calloc(depth, sizeof(*q->pend));
+	q->idone = calloc(depth, sizeof(*q->idone));
+	q->ires = calloc(depth, sizeof(*q->ires));
+	if (!q->stash || !q->pend || !q->idone || !q->ires)
+		goto free_q;
+	ret = bd->in->queue_create(bd->ibd, depth, wake_fd, &q->iq);
+	if (ret)
+		goto free_q;
+	*qp = q;
+	return 0;
+free_q:
+	free(q->stash);
+	free(q->pend);
+	free(q->idone);
+	free(q->ires);
+	free(q);
+	return ret;
+}
+
+static void fault_queue_destroy(struct gs_bq *q)
+{
+	q->bd->in->queue_destroy(q->iq);
+	free(q->stash);
+	free(q->pend);
+	free(q->idone);
+	free(q->ires);
+	free(q);
+}
+
+enum { F_PASS, F_DONE, F_TEAR };
+
+/* Decide what happens to @b; sets *res for F_DONE. */
+static int decide(struct gs_bdev *bd, struct gs_bio *b, int64_t *res, int *wb)
+{
+	struct fspec *s = &bd->spec;
+	int ret = F_PASS;
+	uint64_t w = 0;
+
+	pthread_mutex_lock(&bd->lock);
+	if (s->opmask & (1u << b->op)) {
+		uint64_t k = ++bd->nio;
+
+		if (s->fail_n && k == s->fail_n) {
+			*res = -s->fail_err;
+			ret = F_DONE;
+			goto out;
+		}
+		if (s->every_n && k % s->every_n == 0) {
+			*res = -s->every_err;
+			ret = F_DONE;
+			goto out;
+		}
+	}
+	if (b->op == GS_OP_WRITE)
+		w = ++bd->nwrites;
+	if (bd->dead && b->op != GS_OP_READ) {
+		/* after the power cut nothing reaches the device */
+		*res = b->op == GS_OP_WRITE ? b->len : 0;
+		ret = F_DONE;
+		goto out;
+	}
+	if (b->op == GS_OP_WRITE && s->powercut) {
+		if (w >= s->powercut) {
+			cache_discard(bd);
+			bd->dead = 1;
+			*res = b->len;
+			ret = s->tear ? F_TEAR : F_DONE;
+			goto out;
+		}
+		*res = cache_put(bd, b);
+		if (!*res)
+			*res = b->len;
+		ret = F_DONE;
+		goto out;
+	}
+	if (b->op == GS_OP_WRITE && w > s->at && (s->drop || s->tear)) {
+		*res = b->len;
+		ret = s->drop ? F_DONE : F_TEAR;
+		goto out;
+	}
+	if (b->op == GS_OP_FLUSH && bd->nblocks)
+		*wb = 1;
+out:
+	pthread_mutex_unlock(&bd->lock);
+	return ret;
+}
+
+static int fault_submit(struct gs_bq *q, struct gs_bio **ios, unsigned n)
+{
+	struct gs_bdev *bd = q->bd;
+	unsigned i;
+
+	for (i = 0; i < n; i++) {
+		struct gs_bio *b = ios[i];
+		struct proxy *px;
+		int64_t res = 0;
+		int wb = 0, d = decide(bd, b, &res, &wb);
+
+		if (d == F_DONE) {
+			stash(q, b, res);
+			continue;
+		}
+		if (wb) {
+			int ret = writeback(q);
+
+			if (ret) {
+				stash(q, b, ret);
+				continue;
+			}
+		}
+		px = calloc(1, sizeof(*px));
+		if (!px) {
+			stash(q, b, -ENOMEM);
+			continue;
+		}
+		px->b = *b;
+		px->b.done = 0;
+		px->b.priv = NULL;
+		px->orig = b;
+		px->report = b->len;
+		/* a tear longer than the write keeps all of it */
+		if (d == F_TEAR && bd->spec.tear < b->len)
+			px->b.len = bd->spec.tear;
+		q->pend[q->npend++] = &px->b;
+	}
+	push_pending(q);
+	return (int)n;
+}
+
+static int fault_reap(struct gs_bq *q, struct gs_bio **done, int64_t *res, unsigned max)
+{
+	unsigned n = 0;
+
+	push_pending(q);
+	if (q->nstash < max)
+		inner_reap(q);
+	while (n < max && q->nstash) {
+		q->nstash--;
+		done[n] = q->stash[q->nstash].b;
+		res[n] = q->stash[q->nstash].res;
+		n++;
+	}
+	return (int)n;
+}
+
+static int fault_wait(struct gs_bq *q, int64_t timeout_us)
+{
+	push_pending(q);
+	if (q->nstash)
+		return 0;
+	return q->bd->in->wait(q->iq, q->npend ? 50 : timeout_us);
+}
 
 const struct gs_backend_ops gs_backend_fault = {
 	.name = "fault",

@@ -84,6 +84,7 @@ struct poller {
 	uint64_t bar_target;	/* barrier the old parity stands for */
 	unsigned rr;		/* round-robin start in the ring set */
 	int init_ret;
+	uint32_t ready;		/* set once init_ret is final */
 
 	/* shared, on their own line: read by other threads */
 	uint64_t seen_gen __attribute__((aligned(64)));

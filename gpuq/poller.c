@@ -11,7 +11,8 @@
  * pushes, fences, and kicks only if it then sees sleepers != 0 (Dekker: one
  * of the two sees the other).  Rings flagged GS_RING_POLLED (GPU producers)
  * cannot kick, so while one is attached poller 0 sleeps at most 50 us,
- * doubling up to 1 ms while nothing arrives.
+ * doubling up to 2 ms while nothing arrives (a timed wait costs ~10 us of
+ * CPU in a VM: 2 ms keeps an idle queue near 0.5% of a core).
  *
  * Scaling (CAM's dynamic core adjustment).  Pollers [0, min_pollers) never
  * park.  A poller that finds its queue full while rings still hold requests
@@ -38,7 +39,7 @@
 
 #define GROW_NS		1000000ull	/* at most one grow per ms */
 #define POLL_MIN_US	50		/* sleep bound with a GPU ring attached */
-#define POLL_MAX_US	1000
+#define POLL_MAX_US	2000
 #define RECHECK_US	50		/* sleep bound while a flush or cq post waits */
 
 #define STAT_ADD(p, f, v) \
@@ -495,31 +496,39 @@ static int doze(struct poller *p, struct ringset *rs, int64_t timeout_us)
 	return 1;
 }
 
-/* Park until a saturated poller unparks us or the queue stops. */
-static void park(struct poller *p)
+/* Parked: wait until a saturated poller unparks us or the queue stops. */
+static void parked_wait(struct poller *p)
 {
 	struct gs_q *q = p->q;
-	uint32_t st = PS_RUN;
+	uint32_t st = PS_PARKED;
 
-	if (!__atomic_compare_exchange_n(&p->state, &st, PS_PARKED, 0, __ATOMIC_SEQ_CST,
-					 __ATOMIC_RELAXED))
-		return;
-	__atomic_fetch_sub(&q->nactive, 1, __ATOMIC_RELAXED);
+	/* release: we hold no ring-set pointer while parked */
 	__atomic_store_n(&p->seen_gen, GEN_OFFLINE, __ATOMIC_RELEASE);
 	for (;;) {
 		/* nothing in flight: a barrier is drained as soon as we see it */
 		barrier_step(p);
+		/* seq_cst: pairs with the unparker's CAS and the flush popper's loads */
 		if (__atomic_load_n(&p->state, __ATOMIC_SEQ_CST) != PS_PARKED ||
 		    __atomic_load_n(&q->stopping, __ATOMIC_SEQ_CST))
 			break;
 		STAT_ADD(p, sleeps, 1);
 		q->ops->wait(p->bq, -1);
 	}
-	st = PS_PARKED;
 	/* stopping while parked: count ourselves active again for the books */
 	if (__atomic_compare_exchange_n(&p->state, &st, PS_RUN, 0, __ATOMIC_SEQ_CST,
 					__ATOMIC_RELAXED))
 		__atomic_fetch_add(&q->nactive, 1, __ATOMIC_RELAXED);
+}
+
+static void park(struct poller *p)
+{
+	uint32_t st = PS_RUN;
+
+	if (!__atomic_compare_exchange_n(&p->state, &st, PS_PARKED, 0, __ATOMIC_SEQ_CST,
+					 __ATOMIC_RELAXED))
+		return;
+	__atomic_fetch_sub(&p->q->nactive, 1, __ATOMIC_RELAXED);
+	parked_wait(p);
 }
 
 static int quiet(struct poller *p)
@@ -615,25 +624,25 @@ static int poller_init(struct poller *p)
 	return q->ops->queue_create(q->bd, p->depth, p->efd, &p->bq);
 }
 
-struct start {
-	pthread_barrier_t bar;
-	struct poller *p;
-};
-
 static void *poller_main(void *arg)
 {
-	struct start *s = arg;
-	struct poller *p = s->p;
+	struct poller *p = arg;
 
 	p->init_ret = poller_init(p);
-	pthread_barrier_wait(&s->bar);
-	/* after the barrier s is gone; gs_pollers_start() read init_ret */
+	/* release: init_ret before ready; gs_pollers_start() waits for it */
+	__atomic_store_n(&p->ready, 1, __ATOMIC_RELEASE);
+	gs_futex_wake(&p->ready, 0);
 	if (!p->init_ret && !__atomic_load_n(&p->q->stopping, __ATOMIC_ACQUIRE)) {
-		if (__atomic_load_n(&p->state, __ATOMIC_RELAXED) == PS_PARKED)
-			park(p);
+		if (__atomic_load_n(&p->state, __ATOMIC_SEQ_CST) == PS_PARKED)
+			parked_wait(p);
 		poller_loop(p);
 	}
 	__atomic_store_n(&p->seen_gen, GEN_OFFLINE, __ATOMIC_RELEASE);
+	/* the queue is tied to this thread (SINGLE_ISSUER): tear it down here */
+	if (p->bq) {
+		p->q->ops->queue_destroy(p->bq);
+		p->bq = NULL;
+	}
 	return NULL;
 }
 
@@ -651,18 +660,13 @@ static void poller_free(struct poller *p)
 
 int gs_pollers_start(struct gs_q *q)
 {
-	struct start *starts;
 	struct poller *ps;
 	unsigned i, n = q->max_pollers, started = 0;
 	int ret = 0;
 
 	ps = aligned_alloc(64, n * sizeof(*ps));
-	starts = calloc(n, sizeof(*starts));
-	if (!ps || !starts) {
-		free(ps);
-		free(starts);
+	if (!ps)
 		return -ENOMEM;
-	}
 	memset(ps, 0, n * sizeof(*ps));
 	for (i = 0; i < n; i++) {
 		ps[i].q = q;
@@ -684,22 +688,18 @@ int gs_pollers_start(struct gs_q *q)
 	q->npollers = n;
 
 	for (i = 0; i < n; i++) {
-		starts[i].p = &ps[i];
-		pthread_barrier_init(&starts[i].bar, NULL, 2);
-		ret = -pthread_create(&ps[i].th, NULL, poller_main, &starts[i]);
-		if (ret) {
-			pthread_barrier_destroy(&starts[i].bar);
+		ret = -pthread_create(&ps[i].th, NULL, poller_main, &ps[i]);
+		if (ret)
 			break;
-		}
-		pthread_barrier_wait(&starts[i].bar);
-		pthread_barrier_destroy(&starts[i].bar);
 		started++;
+		/* acquire: pairs with poller_main's release of ready */
+		while (!__atomic_load_n(&ps[i].ready, __ATOMIC_ACQUIRE))
+			gs_futex_wait(&ps[i].ready, 0, 0, -1);
 		if (ps[i].init_ret) {
 			ret = ps[i].init_ret;
 			break;
 		}
 	}
-	free(starts);
 	if (!ret)
 		return 0;
 

@@ -33,6 +33,8 @@
 
 #if defined(__CUDA_ARCH__)
 #include <cuda/atomic>
+#else
+#include <sched.h>
 #endif
 
 #define GS_RING_MAGIC	0x47535152u	/* "GSQR" */
@@ -155,6 +157,7 @@ GS_HD uint32_t gs_load_rlx32(uint32_t *p) { return GS_AREF(uint32_t, p).load(cud
 GS_HD void gs_store_rel32(uint32_t *p, uint32_t v) { GS_AREF(uint32_t, p).store(v, cuda::memory_order_release); }
 GS_HD void gs_fence(void) { cuda::atomic_thread_fence(cuda::memory_order_seq_cst, cuda::thread_scope_system); }
 GS_HD void gs_cpu_relax(void) { __nanosleep(64); }
+GS_HD void gs_spin_backoff(unsigned *n) { (void)n; __nanosleep(64); }
 #else
 GS_HD uint64_t gs_load_acq64(uint64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
 GS_HD uint64_t gs_load_rlx64(uint64_t *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
@@ -167,7 +170,18 @@ GS_HD int gs_cas64(uint64_t *p, uint64_t *exp, uint64_t des)
 GS_HD uint32_t gs_load_acq32(uint32_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
 GS_HD uint32_t gs_load_rlx32(uint32_t *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
 GS_HD void gs_store_rel32(uint32_t *p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+#if defined(__SANITIZE_THREAD__)
+/* TSan does not model fences (and gcc rejects them): a seq_cst RMW is a full
+ * barrier on x86 and keeps TSan's view of the atomics exact. */
+GS_HD void gs_fence(void)
+{
+	static int dummy;
+
+	__atomic_fetch_add(&dummy, 0, __ATOMIC_SEQ_CST);
+}
+#else
 GS_HD void gs_fence(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+#endif
 GS_HD void gs_cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
@@ -175,6 +189,15 @@ GS_HD void gs_cpu_relax(void)
 #elif defined(__aarch64__)
 	__asm__ __volatile__("yield");
 #endif
+}
+/* Spin-wait step: pause, and give the CPU away now and then in case the
+ * thread we wait for is not running (more threads than cores). */
+GS_HD void gs_spin_backoff(unsigned *n)
+{
+	if (++*n % 256)
+		gs_cpu_relax();
+	else
+		sched_yield();
 }
 #endif
 
@@ -210,10 +233,11 @@ GS_HD void gs_sq_push(struct gs_ring *r, const struct gs_sqe *e)
 {
 	uint64_t t = gs_faa64(&r->sq_tail, 1);
 	struct gs_sq_slot *s = &gs_ring_sq(r)[t & (r->sq_entries - 1)];
+	unsigned spins = 0;
 
 	/* acquire: the previous lap's consumer finished reading the slot */
 	while (gs_load_acq64(&s->seq) != t)
-		gs_cpu_relax();
+		gs_spin_backoff(&spins);
 	gs_sq_fill(s, t, e);
 }
 
