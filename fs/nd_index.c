@@ -1,0 +1,242 @@
+// SPDX-License-Identifier: MIT
+/*
+ * N-D spaces: the superblock and the N-level index (format: uapi/gstore_nd_fmt.h).
+ *
+ * Level i of the index has one entry per block along dimension i, so a
+ * lookup reads ndims entries, one per level.  Nodes come into existence on
+ * the first write below them, at the end of the index area, and are never
+ * moved or freed; bytes never written read as zero, which is what "no node"
+ * and "no block" are.  All of it runs under nd->imu.
+ */
+#include <endian.h>
+#include <errno.h>
+#include <string.h>
+
+#include "crc32c.h"
+#include "nd_internal.h"
+
+static int meta_read(struct gs_nd *nd, void *buf, size_t len, uint64_t off)
+{
+	ssize_t r = nd->st->ops->meta_read(nd->st, buf, len, off);
+
+	if (r < 0)
+		return r;
+	/* past the end of the index area: never written, zero */
+	if ((size_t)r < len)
+		memset((char *)buf + r, 0, len - r);
+	return 0;
+}
+
+static int meta_write(struct gs_nd *nd, const void *buf, size_t len, uint64_t off)
+{
+	ssize_t r = nd->st->ops->meta_write(nd->st, buf, len, off);
+
+	if (r < 0)
+		return r;
+	return (size_t)r == len ? 0 : -EIO;
+}
+
+void nd_sb_encode(const struct gs_nd *nd, struct gs_nd_disk_super *d)
+{
+	const struct nd_layout *L = &nd->L;
+
+	memset(d, 0, sizeof(*d));
+	d->magic = htole32(GS_ND_MAGIC);
+	d->version = htole32(GS_ND_VERSION);
+	d->dtype = htole32(L->dtype);
+	d->elem_size = htole32(L->esize);
+	d->ndims = htole32(L->ndims);
+	for (uint32_t i = 0; i < L->ndims; i++) {
+		d->shape[i] = htole64(L->shape[i]);
+		d->bb[i] = htole64(L->bb[i]);
+	}
+	d->block_stride = htole64(nd->st->stride);
+	d->data_ino = htole64(nd->data_ino);
+	d->root = htole64(nd->root);
+	d->index_end = htole64(nd->index_end);
+	d->nslots = htole64(nd->nslots);
+	d->crc = htole32(gs_crc32c(0, d, sizeof(*d)));
+}
+
+int nd_sb_decode(const struct gs_nd_disk_super *d, struct gs_nd_params *p, uint64_t *root,
+		 uint64_t *index_end, uint64_t *nslots, uint64_t *data_ino, uint64_t *stride)
+{
+	struct gs_nd_disk_super t = *d;
+	uint32_t crc = le32toh(t.crc);
+
+	if (le32toh(t.magic) != GS_ND_MAGIC)
+		return -ENODATA;
+	t.crc = 0;
+	if (gs_crc32c(0, &t, sizeof(t)) != crc || le32toh(t.version) != GS_ND_VERSION)
+		return -EIO;
+	memset(p, 0, sizeof(*p));
+	p->dtype = le32toh(t.dtype);
+	p->elem_size = le32toh(t.elem_size);
+	p->ndims = le32toh(t.ndims);
+	p->flags = le32toh(t.flags);
+	if (p->ndims < 1 || p->ndims > ND_MAXD)
+		return -EIO;
+	for (uint32_t i = 0; i < p->ndims; i++) {
+		p->shape[i] = le64toh(t.shape[i]);
+		p->bb[i] = le64toh(t.bb[i]);
+	}
+	*root = le64toh(t.root);
+	*index_end = le64toh(t.index_end);
+	*nslots = le64toh(t.nslots);
+	*data_ino = le64toh(t.data_ino);
+	*stride = le64toh(t.block_stride);
+	if (*index_end < GS_ND_SB_SIZE || (*root && (*root < GS_ND_SB_SIZE || *root >= *index_end)))
+		return -EIO;
+	return 0;
+}
+
+static int sb_write_locked(struct gs_nd *nd)
+{
+	struct gs_nd_disk_super d;
+	int ret;
+
+	nd_sb_encode(nd, &d);
+	ret = meta_write(nd, &d, sizeof(d), 0);
+	if (!ret)
+		nd->sb_dirty = false;
+	return ret;
+}
+
+int nd_sb_write(struct gs_nd *nd)
+{
+	int ret;
+
+	pthread_mutex_lock(&nd->imu);
+	ret = sb_write_locked(nd);
+	pthread_mutex_unlock(&nd->imu);
+	return ret;
+}
+
+int nd_sb_write_if_dirty(struct gs_nd *nd)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&nd->imu);
+	if (nd->sb_dirty)
+		ret = sb_write_locked(nd);
+	pthread_mutex_unlock(&nd->imu);
+	return ret;
+}
+
+static int entry_read(struct gs_nd *nd, uint64_t node, uint64_t i, uint64_t *v)
+{
+	uint64_t le;
+	int ret = meta_read(nd, &le, sizeof(le), node + i * sizeof(le));
+
+	*v = le64toh(le);
+	return ret;
+}
+
+static int entry_write(struct gs_nd *nd, uint64_t node, uint64_t i, uint64_t v)
+{
+	uint64_t le = htole64(v);
+
+	return meta_write(nd, &le, sizeof(le), node + i * sizeof(le));
+}
+
+/* A child pointer must land inside the index area; anything else is corruption. */
+static bool node_ok(const struct gs_nd *nd, uint64_t node, uint32_t level)
+{
+	return node >= GS_ND_SB_SIZE && node + nd->L.nb[level] * 8 <= nd->index_end;
+}
+
+int nd_index_lookup(struct gs_nd *nd, uint64_t bid, uint64_t *slot1)
+{
+	uint64_t bc[ND_MAXD], node, v = 0;
+	int ret = 0;
+
+	nd_bcoord(&nd->L, bid, bc);
+	pthread_mutex_lock(&nd->imu);
+	node = nd->root;
+	for (uint32_t i = 0; i < nd->L.ndims && node; i++) {
+		if (!node_ok(nd, node, i)) {
+			ret = -EIO;
+			break;
+		}
+		ret = entry_read(nd, node, bc[i], &v);
+		if (ret)
+			break;
+		node = v;
+	}
+	if (!ret && !node)
+		v = 0;
+	if (!ret && v > nd->nslots)
+		ret = -EIO;
+	pthread_mutex_unlock(&nd->imu);
+	*slot1 = ret ? 0 : v;
+	return ret;
+}
+
+/* Room for a level-@level node at the end of the index area. */
+static uint64_t node_alloc(struct gs_nd *nd, uint32_t level)
+{
+	uint64_t off = nd->index_end;
+
+	nd->index_end += nd->L.nb[level] * 8;
+	nd->sb_dirty = true;
+	return off;
+}
+
+int nd_index_set(struct gs_nd *nd, uint64_t bid, uint64_t slot)
+{
+	uint64_t bc[ND_MAXD], node[ND_MAXD], v;
+	uint32_t n = nd->L.ndims, fresh = n;	/* node[fresh..] are new */
+	int ret = 0;
+
+	nd_bcoord(&nd->L, bid, bc);
+	pthread_mutex_lock(&nd->imu);
+	/* find the path, noting where it stops existing */
+	node[0] = nd->root;
+	if (!node[0])
+		fresh = 0;
+	for (uint32_t i = 0; i + 1 < n && fresh == n; i++) {
+		ret = entry_read(nd, node[i], bc[i], &v);
+		if (ret)
+			goto out;
+		if (v && !node_ok(nd, v, i + 1)) {
+			ret = -EIO;
+			goto out;
+		}
+		node[i + 1] = v;
+		if (!v)
+			fresh = i + 1;
+	}
+	for (uint32_t i = fresh; i < n; i++)
+		node[i] = node_alloc(nd, i);
+	if (fresh == 0)
+		nd->root = node[0];
+	/* superblock (nslots, index_end, root) before the entries that rely on it */
+	if (nd->sb_dirty) {
+		ret = sb_write_locked(nd);
+		if (ret)
+			goto out;
+	}
+	/* bottom up: a pointer never leads to a node whose entries are missing */
+	ret = entry_write(nd, node[n - 1], bc[n - 1], slot + 1);
+	for (uint32_t i = n - 1; !ret && i-- > fresh;)
+		ret = entry_write(nd, node[i], bc[i], node[i + 1]);
+	if (!ret && fresh > 0 && fresh < n)
+		ret = entry_write(nd, node[fresh - 1], bc[fresh - 1], node[fresh]);
+out:
+	pthread_mutex_unlock(&nd->imu);
+	return ret;
+}
+
+int nd_slot_new(struct gs_nd *nd, uint64_t *slot)
+{
+	int ret;
+
+	pthread_mutex_lock(&nd->imu);
+	ret = nd->st->ops->slot_alloc(nd->st, nd->nslots);
+	if (!ret) {
+		*slot = nd->nslots++;
+		nd->sb_dirty = true;
+	}
+	pthread_mutex_unlock(&nd->imu);
+	return ret;
+}
