@@ -47,7 +47,10 @@ enum {
  * Pin the line holding device byte offset @off (rounded down to a line) and
  * make it valid (reading it on a miss).  *data points at the line's bytes
  * while the pin is held.  Returns 0 or -errno (-EIO if the read failed:
- * every waiter gets it and the line stays invalid).
+ * every waiter gets it and the line stays invalid).  If every line is
+ * pinned it does not wait: -ENOMEM.  With GS_CACHE_NOREAD a missed line
+ * stays busy (others wait) until gs_cache_dirty(); putting it undirtied
+ * drops it.  The cache does not serialize access to a line's bytes.
  */
 int gs_cache_get(struct gs_cache *c, uint64_t off, unsigned flags, struct gs_line **lp,
 		 void **data);
