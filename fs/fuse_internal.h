@@ -130,12 +130,38 @@ struct gs_vops {
 			 uint64_t off);
 	/* Optional: end of a write session (apply "edges", "updates", "ctl"). */
 	int (*release)(struct gs_fuse *gf, struct gs_vfile *f);
+	/* Optional: close(2) of a handle (its error is what close returns), and
+	 * fsync(2) (updates durable on 0).  Added for graph files. */
+	int (*flush)(struct gs_fuse *gf, struct gs_vfile *f);
+	int (*fsync)(struct gs_fuse *gf, struct gs_vfile *f, int datasync);
 	/* Optional: free vn->priv. */
 	void (*forget)(struct gs_fuse *gf, struct gs_vnode *vn);
 	/* Optional, like getxattr(2)/listxattr(2) with size 0 = query. */
 	int (*getxattr)(struct gs_fuse *gf, const struct gs_vnode *vn, const char *name,
 			void *val, size_t size);
 	int (*listxattr)(struct gs_fuse *gf, const struct gs_vnode *vn, char *list, size_t size);
+
+	/*
+	 * ---- REQUEST from N-D spaces (fs/fuse_nd.c, issue 5) -- FUSE owner,
+	 * please wire these up in fs/fuse.c or answer here. ----
+	 * 1. mkdir in the root's nd/ directory creates a GS_T_ND object
+	 *    (gs_fs_create(..., GS_T_ND, ...)), shown as a directory like graphs.
+	 * 2. xattrs of a real object of this type (nd/NAME itself): fs_getxattr /
+	 *    fs_setxattr / fs_listxattr on a real ino whose type has these call
+	 *    them first; -ENOSYS means "not mine, fall through to gs_fs_*xattr".
+	 *    nd formats the space once user.gstore.shape and user.gstore.dtype are
+	 *    both set, and serves user.gstore.bb (read-only) from the space.
+	 * 3. destroy: called once from gs_fuse_destroy() before the fs is
+	 *    unmounted, so nd can write back and close the spaces it holds open.
+	 * 4. rmdir/unlink/rename of a GS_T_ND object while its files are open is
+	 *    safe: nd holds gs_fs_open() references on the spaces it has open.
+	 */
+	int (*obj_getxattr)(struct gs_fuse *gf, uint64_t obj, const char *name, void *val,
+			    size_t size);
+	int (*obj_setxattr)(struct gs_fuse *gf, uint64_t obj, const char *name, const void *val,
+			    size_t size, int flags);
+	int (*obj_listxattr)(struct gs_fuse *gf, uint64_t obj, char *list, size_t size);
+	void (*destroy)(struct gs_fuse *gf);
 };
 
 /* The mounted filesystem, for ops that need gs_fs_* (graph/nd lookups). */
@@ -149,6 +175,8 @@ int gs_vfile_text(struct gs_vfile *f, gs_text_gen gen, void *ctx);
 
 /* Types.  Add yours here and one line in vtypes[] in fs/fuse.c. */
 extern const struct gs_vops gs_fuse_meta_ops;	/* /.gstore (fs/fuse_vnode.c) */
+extern const struct gs_vops gs_fuse_graph_ops;	/* graph/NAME/ (fs/fuse_graph.c) */
+extern const struct gs_vops gs_fuse_nd_ops;	/* nd/NAME/... (fs/fuse_nd.c) */
 
 /* ---------------- layer-private (fs/fuse.c, fs/fuse_vnode.c) ---------------- */
 
