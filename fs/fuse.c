@@ -45,7 +45,7 @@ struct gs_fuse {
 static const struct gs_vops *const vtypes[] = {
 	[GS_T_DIR] = NULL,
 	[GS_T_ARRAY] = NULL,
-	[GS_T_GRAPH] = NULL,	/* &gs_fuse_graph_ops (fs/fuse_graph.c) */
+	[GS_T_GRAPH] = &gs_fuse_graph_ops,
 	[GS_T_ND] = NULL,	/* &gs_fuse_nd_ops (fs/fuse_nd.c) */
 	[GS_T_INTERNAL] = NULL,	/* never shown */
 };
@@ -383,9 +383,13 @@ static void reply_new_entry(fuse_req_t req, int ret, const struct gs_stat *st)
 
 static void fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
-	struct gs_stat st;
+	struct gs_stat st, g;
+	uint32_t type = GS_T_DIR;
 
-	reply_new_entry(req, do_create(req, parent, name, GS_T_DIR, mode, &st), &st);
+	/* mkdir graph/NAME makes an (empty) graph object */
+	if (gs_fs_lookup(req_gf(req)->fs, GS_ROOT_INO, "graph", &g) == 0 && g.ino == parent)
+		type = GS_T_GRAPH;
+	reply_new_entry(req, do_create(req, parent, name, type, mode, &st), &st);
 }
 
 static void fs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
@@ -574,7 +578,12 @@ static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 static void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	/* close() promises nothing about durability: fsync does. */
+	struct gs_vfile *f = (struct gs_vfile *)(uintptr_t)fi->fh;
+
+	/* close() promises nothing about durability: fsync does.  A virtual
+	 * file may act on close (a graph's edges) and fail it. */
+	if (gs_is_vino(ino) && f && f->vn->ops->flush)
+		return reply_status(req, f->vn->ops->flush(req_gf(req), f));
 	fuse_reply_err(req, 0);
 }
 
@@ -671,8 +680,12 @@ static void fs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 	struct gs_fuse *gf = req_gf(req);
 
 	COUNT(gf, fsyncs, 1);
-	if (gs_is_vino(ino))
-		return reply_status(req, 0);
+	if (gs_is_vino(ino)) {
+		struct gs_vfile *f = (struct gs_vfile *)(uintptr_t)fi->fh;
+
+		return reply_status(req, f && f->vn->ops->fsync ?
+				    f->vn->ops->fsync(gf, f, datasync) : 0);
+	}
 	reply_status(req, gs_fs_fsync(gf->fs, ino, datasync));
 }
 
@@ -812,8 +825,12 @@ static void fs_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fus
 	struct gs_fuse *gf = req_gf(req);
 
 	COUNT(gf, fsyncs, 1);
-	if (gs_is_vino(ino))
-		return reply_status(req, 0);
+	if (gs_is_vino(ino)) {
+		struct gs_vfile *f = (struct gs_vfile *)(uintptr_t)fi->fh;
+
+		return reply_status(req, f && f->vn->ops->fsync ?
+				    f->vn->ops->fsync(gf, f, datasync) : 0);
+	}
 	reply_status(req, gs_fs_fsync(gf->fs, ino, datasync));
 }
 

@@ -30,7 +30,18 @@ struct build {
 	unsigned nw;
 	struct gr_gtt gtt;
 	uint64_t done, total;
+	uint64_t made[16];	/* objects created, dropped again on failure */
+	unsigned nmade;
 };
+
+static int new_obj(struct build *b, uint64_t *obj)
+{
+	int ret = b->st->ops->create(b->st, obj);
+
+	if (!ret && b->nmade < sizeof(b->made) / sizeof(b->made[0]))
+		b->made[b->nmade++] = *obj;
+	return ret;
+}
 
 static void progress(struct build *b, const char *phase, uint64_t done, uint64_t total)
 {
@@ -149,7 +160,7 @@ static int build_dir(struct build *b, unsigned d, const struct gr_geom *gm, uint
 	ret = gr_sorter_finish(b->s[d]);
 	if (ret)
 		return ret;
-	ret = b->st->ops->create(b->st, &b->obj);
+	ret = new_obj(b, &b->obj);
 	if (ret)
 		return ret;
 	b->npages = 0;
@@ -195,12 +206,12 @@ static int build_dir(struct build *b, unsigned d, const struct gr_geom *gm, uint
 	dr->pages_obj = htole64(b->obj);
 	dr->npages = htole64(b->npages);
 	dr->ngtt = htole64(b->gtt.n);
-	ret = b->st->ops->create(b->st, &b->obj);
+	ret = new_obj(b, &b->obj);
 	if (!ret)
 		ret = write_gtt(b, b->obj);
 	dr->gtt_obj = htole64(b->obj);
 	if (!ret)
-		ret = b->st->ops->create(b->st, &b->obj);
+		ret = new_obj(b, &b->obj);
 	dr->gtt_alt = htole64(b->obj);
 free_pk:
 	gr_pack_free(&pk);
@@ -220,7 +231,7 @@ static void set_err(const struct gs_graph_import_opts *o, const char *msg, uint6
 int gr_build(struct gr_store *st, int fd, const struct gs_graph_import_opts *o)
 {
 	struct build b = { .o = o, .st = st };
-	struct gs_graph_root r;
+	struct gs_graph_root r, old;
 	struct gr_geom gm;
 	uint64_t nv, entries[2] = { 0, 0 }, loops = 0, l1, objs[4];
 	uint32_t slack = o->flags & GS_GRAPH_IMPORT_SLACK ? o->slack_pct : GR_DEF_SLACK;
@@ -263,7 +274,7 @@ int gr_build(struct gr_store *st, int fd, const struct gs_graph_import_opts *o)
 		ret = build_dir(&b, (unsigned)d, &gm, slack, &r.dir[d], &entries[d],
 				d ? &l1 : &loops);
 	for (int i = 0; i < 4 && !ret; i++)
-		ret = st->ops->create(st, &objs[i]);
+		ret = new_obj(&b, &objs[i]);
 	if (ret)
 		goto free_wbuf;
 	progress(&b, "build", b.total, b.total);
@@ -281,8 +292,13 @@ int gr_build(struct gr_store *st, int fd, const struct gs_graph_import_opts *o)
 	r.delta_gen = htole64(1);
 	r.slack_pct = htole32(slack);
 	r.chain_max = htole32(o->chain_max ? o->chain_max : GR_DEF_CHAIN_MAX);
+	/* a rebuild in place commits over the old root's generation */
+	if (!gr_root_read(st, &old))
+		r.gen = old.gen;
 	ret = gr_root_write(st, &r);
 free_wbuf:
+	for (unsigned i = 0; ret && st->ops->remove && i < b.nmade; i++)
+		st->ops->remove(st, b.made[i]);
 	free(b.wbuf);
 free_sorters:
 	gr_gtt_free(&b.gtt);

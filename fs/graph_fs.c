@@ -6,7 +6,10 @@
  * An import builds into a fresh GS_T_GRAPH object named ".NAME~import" and
  * renames it over NAME when complete, so NAME is either the old graph or
  * the whole new one; a crash mid-import leaves only the temp name, which
- * the next import of NAME removes.
+ * the next import of NAME removes.  A rebuild in place (graph/NAME/edges
+ * through the mount) builds new internal objects under the same object and
+ * switches to them with one root commit, then drops the old ones (a crash
+ * in between leaks them to the graph until it is removed).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -32,6 +35,11 @@ static struct gs_fs *fsof(struct gr_store *s)
 static int fss_create(struct gr_store *s, uint64_t *obj)
 {
 	return gs_fs_create_internal(fsof(s), s->root, obj);
+}
+
+static int fss_remove(struct gr_store *s, uint64_t obj)
+{
+	return gs_fs_unlink_internal(fsof(s), obj);
 }
 
 static ssize_t fss_pread(struct gr_store *s, uint64_t obj, void *buf, size_t len, uint64_t off)
@@ -67,6 +75,7 @@ static void fss_destroy(struct gr_store *s)
 
 static const struct gr_store_ops fs_store_ops = {
 	.create = fss_create,
+	.remove = fss_remove,
 	.pread = fss_pread,
 	.pwrite = fss_pwrite,
 	.sync = fss_sync,
@@ -226,4 +235,43 @@ int gs_graph_import(struct gs_fs *fs, const char *name, const char *path,
 	ret = gs_graph_import_fd(fs, name, fd, &c);
 	close(fd);
 	return ret;
+}
+
+/* The internal objects a committed root names. */
+static unsigned root_objects(const struct gs_graph_root *r, uint64_t *objs)
+{
+	uint64_t all[] = {
+		r->dir[0].pages_obj, r->dir[0].gtt_obj, r->dir[0].gtt_alt,
+		r->dir[1].pages_obj, r->dir[1].gtt_obj, r->dir[1].gtt_alt,
+		r->delta_obj, r->redo_obj, r->vdel_obj, r->vdel_alt,
+	};
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+		if (all[i])
+			objs[n++] = le64toh(all[i]);
+	return n;
+}
+
+int gr_rebuild_ino(struct gs_fs *fs, uint64_t ino, int fd, const struct gs_graph_import_opts *o)
+{
+	struct gs_graph_root old;
+	struct gr_store *st;
+	uint64_t objs[16];
+	unsigned n = 0;
+	int ret;
+
+	ret = gr_fs_store_new(&st, fs, ino);
+	if (ret)
+		return ret;
+	if (!gr_root_read(st, &old))
+		n = root_objects(&old, objs);
+	ret = gr_build(st, fd, o);
+	st->ops->destroy(st);
+	if (ret)
+		return ret;
+	/* the new root is durable: the old objects are garbage now */
+	for (unsigned i = 0; i < n; i++)
+		gs_fs_unlink_internal(fs, objs[i]);
+	return 0;
 }

@@ -235,8 +235,9 @@ void gr_map_free(struct gr_map *m);
 
 struct gr_store;
 struct gr_store_ops {
-	/* A new empty object owned by the graph. */
+	/* A new empty object owned by the graph; remove drops one (optional). */
 	int (*create)(struct gr_store *s, uint64_t *obj);
+	int (*remove)(struct gr_store *s, uint64_t obj);
 	ssize_t (*pread)(struct gr_store *s, uint64_t obj, void *buf, size_t len, uint64_t off);
 	ssize_t (*pwrite)(struct gr_store *s, uint64_t obj, const void *buf, size_t len,
 			  uint64_t off);
@@ -264,6 +265,9 @@ void gr_mem_fail_after(struct gr_store *s, uint64_t n);
 int gr_fs_store_new(struct gr_store **sp, struct gs_fs *fs, uint64_t ino);
 /* ino of graph/ */
 int gr_graph_dir(struct gs_fs *fs, uint64_t *dir);
+/* Build from @fd into the existing GS_T_GRAPH object @ino (one root commit),
+ * no handle may be open on it. */
+int gr_rebuild_ino(struct gs_fs *fs, uint64_t ino, int fd, const struct gs_graph_import_opts *o);
 
 /* ---- engines: gstore pages, or the CSR baseline ---- */
 

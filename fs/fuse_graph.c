@@ -1,0 +1,678 @@
+// SPDX-License-Identifier: MIT
+/*
+ * graph/NAME/ under the mount: the virtual files of a graph object.
+ *
+ *   info            text: gs_graph_info_text()
+ *   edges           read: the canonical edge list; write + close: rebuild
+ *                   the graph from an edge list (text or Matrix Market)
+ *   updates         append "+ u v [w]" ... lines; a write fails as a whole
+ *                   with the line's errno; fsync makes them durable
+ *   ctl             "merge", "sync"; "directed", "undirected", "weighted",
+ *                   "unweighted", "auto" set how the next edges build reads
+ *   v<ID>/          looked up, never listed; ENOENT past the vertices:
+ *     neighbors     ids, little-endian at the graph's id width
+ *     neighbors.txt one id per line
+ *     weights       f32 little-endian, in neighbour order
+ *     degree        text
+ *     in_neighbors  ids of the in-list (undirected: the same list)
+ *
+ * One gs_graph handle per graph object, shared by every open file and kept
+ * until the mount goes; an edges rebuild takes it exclusively, closes it,
+ * builds in place and lets the next use reopen it.  Generated files are
+ * filled at open (direct_io), so each open sees the current graph.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "fuse_internal.h"
+#include "graph_internal.h"
+
+enum kind {
+	K_INFO = 1, K_EDGES, K_UPDATES, K_CTL, K_VDIR,
+	K_NEIGHBORS, K_NEIGHBORS_TXT, K_WEIGHTS, K_DEGREE, K_IN_NEIGHBORS,
+};
+
+struct vfile_desc {
+	const char *name;
+	enum kind kind;
+	uint32_t mode;
+};
+
+static const struct vfile_desc top_files[] = {
+	{ "info", K_INFO, S_IFREG | 0444 },
+	{ "edges", K_EDGES, S_IFREG | 0644 },
+	{ "updates", K_UPDATES, S_IFREG | 0644 },
+	{ "ctl", K_CTL, S_IFREG | 0644 },
+};
+
+static const struct vfile_desc vertex_files[] = {
+	{ "neighbors", K_NEIGHBORS, S_IFREG | 0444 },
+	{ "neighbors.txt", K_NEIGHBORS_TXT, S_IFREG | 0444 },
+	{ "weights", K_WEIGHTS, S_IFREG | 0444 },
+	{ "degree", K_DEGREE, S_IFREG | 0444 },
+	{ "in_neighbors", K_IN_NEIGHBORS, S_IFREG | 0444 },
+};
+
+#define NELEM(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ---- one handle per graph object ---- */
+
+struct gh {
+	struct gh *next;
+	struct gs_fs *fs;
+	uint64_t ino;
+	pthread_rwlock_t rw;	/* shared by every use, exclusive for a rebuild */
+	struct gs_graph *g;	/* NULL: an empty graph object (no edges yet) */
+	int err;		/* opening failed with this (other than empty) */
+	bool loaded;
+	uint32_t build_flags;	/* GS_GRAPH_IMPORT_* for the next edges build */
+};
+
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct gh *reg;
+
+static struct gh *gh_find(struct gs_fs *fs, uint64_t ino)
+{
+	struct gh *h;
+
+	pthread_mutex_lock(&reg_lock);
+	for (h = reg; h && (h->fs != fs || h->ino != ino); h = h->next)
+		;
+	if (!h) {
+		h = calloc(1, sizeof(*h));
+		if (h) {
+			h->fs = fs;
+			h->ino = ino;
+			pthread_rwlock_init(&h->rw, NULL);
+			h->next = reg;
+			reg = h;
+		}
+	}
+	pthread_mutex_unlock(&reg_lock);
+	return h;
+}
+
+/* Open on first use (under the exclusive lock, so once). */
+static void gh_load(struct gh *h)
+{
+	int ret;
+
+	if (h->loaded)
+		return;
+	ret = gs_graph_open_ino(h->fs, h->ino, 0, &h->g);
+	if (ret == -EROFS)
+		ret = gs_graph_open_ino(h->fs, h->ino, GS_GRAPH_RDONLY, &h->g);
+	if (ret) {
+		h->g = NULL;
+		h->err = ret == -ENODATA ? 0 : ret;	/* no root yet: empty */
+	}
+	h->loaded = true;
+}
+
+/* The handle of graph object @ino, held shared until gh_put(). */
+static int gh_get(struct gs_fuse *gf, uint64_t ino, struct gh **hp)
+{
+	struct gh *h = gh_find(gs_fuse_fs(gf), ino);
+
+	if (!h)
+		return -ENOMEM;
+	pthread_rwlock_rdlock(&h->rw);
+	if (!h->loaded) {
+		pthread_rwlock_unlock(&h->rw);
+		pthread_rwlock_wrlock(&h->rw);
+		gh_load(h);
+		pthread_rwlock_unlock(&h->rw);
+		pthread_rwlock_rdlock(&h->rw);
+	}
+	if (h->err) {
+		int err = h->err;
+
+		pthread_rwlock_unlock(&h->rw);
+		return err;
+	}
+	*hp = h;
+	return 0;
+}
+
+static void gh_put(struct gh *h)
+{
+	pthread_rwlock_unlock(&h->rw);
+}
+
+/* ---- lookup, readdir ---- */
+
+/* "v<decimal>": 1 with the id, 0 if not a vertex name, -errno if malformed. */
+static int parse_vname(const char *name, uint64_t *id)
+{
+	const char *p = name + 1;
+	uint64_t x = 0;
+
+	if (name[0] != 'v' || *p < '0' || *p > '9')
+		return 0;
+	if (p[0] == '0' && p[1])
+		return -EINVAL;		/* one spelling per vertex */
+	for (; *p; p++) {
+		unsigned d = (unsigned)(*p - '0');
+
+		if (d > 9)
+			return -EINVAL;
+		if (x > (UINT64_MAX - d) / 10)
+			return -ERANGE;
+		x = x * 10 + d;
+	}
+	*id = x;
+	return 1;
+}
+
+static int vertex_live(struct gh *h, uint64_t v)
+{
+	int64_t d;
+
+	if (!h->g)
+		return -ENOENT;
+	d = gs_graph_degree(h->g, v, GS_GRAPH_OUT);
+	return d < 0 ? (int)d : 0;
+}
+
+static int graph_lookup(struct gs_fuse *gf, const struct gs_vdir *dir, const char *name,
+			struct gs_vnode *vn)
+{
+	const struct vfile_desc *tab = dir->vn ? vertex_files : top_files;
+	size_t n = dir->vn ? NELEM(vertex_files) : NELEM(top_files);
+	struct gh *h;
+	uint64_t v;
+	int ret;
+
+	if (dir->vn && dir->vn->kind != K_VDIR)
+		return -ENOTDIR;
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(tab[i].name, name)) {
+			vn->kind = tab[i].kind;
+			vn->mode = tab[i].mode;
+			vn->arg[0] = dir->vn ? dir->vn->arg[0] : 0;
+			return 0;
+		}
+	if (dir->vn)
+		return -ENOENT;
+	ret = parse_vname(name, &v);
+	if (ret <= 0)
+		return ret ? ret : -ENOENT;
+	ret = gh_get(gf, dir->obj, &h);
+	if (ret)
+		return ret;
+	ret = vertex_live(h, v);
+	gh_put(h);
+	if (ret)
+		return ret == -EINVAL ? -ENOENT : ret;
+	vn->kind = K_VDIR;
+	vn->mode = S_IFDIR | 0555;
+	vn->arg[0] = v;
+	return 0;
+}
+
+static int graph_readdir(struct gs_fuse *gf, const struct gs_vdir *dir, uint64_t off,
+			 gs_vfill fill, void *arg)
+{
+	const struct vfile_desc *tab = dir->vn ? vertex_files : top_files;
+	size_t n = dir->vn ? NELEM(vertex_files) : NELEM(top_files);
+
+	/* v<ID>/ directories are found by lookup only */
+	for (size_t i = off; i < n; i++)
+		if (fill(arg, tab[i].name, tab[i].mode, i + 1))
+			break;
+	return 0;
+}
+
+/* ---- generated contents ---- */
+
+static int gen_info(void *ctx, char *buf, size_t size)
+{
+	struct gh *h = ctx;
+
+	if (!h->g)
+		return snprintf(buf, size,
+				"vertices: 0\nedges: 0\nstate: empty (write an edge list to edges)\n");
+	return gs_graph_info_text(h->g, buf, size);
+}
+
+struct vctx {
+	struct gh *h;
+	uint64_t v;
+	unsigned dir;
+};
+
+static int gen_degree(void *ctx, char *buf, size_t size)
+{
+	struct vctx *c = ctx;
+	int64_t d = gs_graph_degree(c->h->g, c->v, GS_GRAPH_OUT);
+
+	return d < 0 ? (int)d : snprintf(buf, size, "%" PRId64 "\n", d);
+}
+
+/* A vertex's list into f->buf: binary ids, text ids, or weights. */
+static int fill_list(struct gs_vfile *f, struct gh *h, uint64_t v, unsigned dir, enum kind k)
+{
+	struct gs_graph_info gi;
+	uint64_t *ids = NULL;
+	float *w = NULL;
+	int64_t n, m;
+	size_t cap = 0, len = 0;
+	char *out;
+	int ret = 0;
+
+	gs_graph_info(h->g, &gi);
+	n = gs_graph_degree(h->g, v, dir);
+	for (;;) {
+		if (n < 0)
+			return (int)n;
+		ids = malloc(((size_t)n + 1) * sizeof(*ids));
+		w = malloc(((size_t)n + 1) * sizeof(*w));
+		if (!ids || !w) {
+			ret = -ENOMEM;
+			goto free_lists;
+		}
+		m = gs_graph_neighbors(h->g, v, dir, ids, w, (size_t)n);
+		if (m <= n)
+			break;
+		free(ids);	/* grew between the calls: again */
+		free(w);
+		n = m;
+	}
+	n = m;
+	if (n < 0) {
+		ret = (int)n;
+		goto free_lists;
+	}
+	cap = k == K_NEIGHBORS_TXT ? (size_t)n * 21 + 1 : (size_t)n * 8 + 1;
+	out = malloc(cap);
+	if (!out) {
+		ret = -ENOMEM;
+		goto free_lists;
+	}
+	for (int64_t i = 0; i < n; i++) {
+		if (k == K_NEIGHBORS_TXT) {
+			len += (size_t)snprintf(out + len, cap - len, "%" PRIu64 "\n", ids[i]);
+		} else if (k == K_WEIGHTS) {
+			gr_st32(out + len, gr_f2u(w[i]));
+			len += 4;
+		} else {
+			gr_stid(out + len, gi.id_bytes, ids[i]);
+			len += gi.id_bytes;
+		}
+	}
+	f->buf = out;
+	f->len = len;
+free_lists:
+	free(ids);
+	free(w);
+	return ret;
+}
+
+/* ---- per-open state of the writable files ---- */
+
+struct wstate {
+	char *pend;		/* updates: the unfinished last line */
+	size_t npend;
+	int fd;			/* edges: the incoming list, a temp file */
+	bool written;
+	struct gs_graph_cursor cur;	/* edges reads: where the text resumes */
+	uint64_t cur_off;
+};
+
+static int tmp_file(void)
+{
+	const char *d = getenv("TMPDIR");
+	int fd = open(d && *d ? d : "/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+
+	return fd < 0 ? -errno : fd;
+}
+
+static int graph_open(struct gs_fuse *gf, struct gs_vfile *f)
+{
+	struct gs_vnode *vn = f->vn;
+	int wr = (f->flags & O_ACCMODE) != O_RDONLY;
+	struct vctx c;
+	struct wstate *ws;
+	struct gh *h;
+	int ret;
+
+	ret = gh_get(gf, vn->obj, &h);
+	if (ret)
+		return ret;
+	c.h = h;
+	c.v = vn->arg[0];
+	switch (vn->kind) {
+	case K_INFO:
+		ret = gs_vfile_text(f, gen_info, h);
+		break;
+	case K_DEGREE:
+		ret = h->g ? gs_vfile_text(f, gen_degree, &c) : -ENOENT;
+		break;
+	case K_NEIGHBORS:
+	case K_NEIGHBORS_TXT:
+	case K_WEIGHTS:
+	case K_IN_NEIGHBORS:
+		ret = h->g ? fill_list(f, h, c.v, vn->kind == K_IN_NEIGHBORS ? GS_GRAPH_IN :
+				       GS_GRAPH_OUT, vn->kind) : -ENOENT;
+		break;
+	case K_CTL:
+		if (!wr)
+			ret = gs_vfile_text(f, gen_info, h);
+		break;
+	case K_UPDATES:
+	case K_EDGES:
+		ws = calloc(1, sizeof(*ws));
+		if (!ws) {
+			ret = -ENOMEM;
+			break;
+		}
+		ws->fd = -1;
+		if (vn->kind == K_EDGES && wr) {
+			ws->fd = tmp_file();
+			if (ws->fd < 0) {
+				ret = ws->fd;
+				free(ws);
+				break;
+			}
+		}
+		if (vn->kind == K_UPDATES && wr && !h->g)
+			ret = -ENODATA;		/* nothing to update: build it first */
+		f->priv = ws;
+		break;
+	default:
+		ret = -EISDIR;
+	}
+	gh_put(h);
+	return ret;
+}
+
+static ssize_t graph_read(struct gs_fuse *gf, struct gs_vfile *f, char *buf, size_t size,
+			  uint64_t off)
+{
+	struct wstate *ws = f->priv;
+	struct gh *h;
+	ssize_t n = 0;
+	int ret;
+
+	if (f->vn->kind != K_EDGES) {
+		size_t o = off < f->len ? (size_t)off : f->len;
+
+		n = (ssize_t)(size < f->len - o ? size : f->len - o);
+		if (n)
+			memcpy(buf, f->buf + o, (size_t)n);
+		return n;
+	}
+	if (size < 80)
+		return -EINVAL;		/* room for one line */
+	ret = gh_get(gf, f->vn->obj, &h);
+	if (ret)
+		return ret;
+	if (!h->g)
+		goto out;
+	if (off != ws->cur_off) {
+		/* the text is produced in order: elsewhere means from the start */
+		memset(&ws->cur, 0, sizeof(ws->cur));
+		ws->cur_off = 0;
+	}
+	for (;;) {
+		uint64_t at = ws->cur_off;
+
+		n = gs_graph_edges_text(h->g, &ws->cur, buf, size);
+		if (n <= 0)
+			break;
+		ws->cur_off += (uint64_t)n;
+		if (ws->cur_off > off) {
+			/* the chunk holding @off: from there on */
+			n -= (ssize_t)(off - at);
+			memmove(buf, buf + (off - at), (size_t)n);
+			break;
+		}
+	}
+out:
+	gh_put(h);
+	return n;
+}
+
+/* Apply the complete lines of @buf (after the carried partial line). */
+static ssize_t write_updates(struct gs_fuse *gf, struct gs_vfile *f, const char *buf,
+			     size_t size)
+{
+	struct wstate *ws = f->priv;
+	const char *nl = NULL;
+	size_t tail, whole;
+	char *text;
+	struct gh *h;
+	int ret;
+
+	for (size_t i = size; i-- > 0;)
+		if (buf[i] == '\n') {
+			nl = buf + i;
+			break;
+		}
+	whole = nl ? (size_t)(nl - buf) + 1 : 0;
+	tail = size - whole;
+	if (whole) {
+		text = malloc(ws->npend + whole);
+		if (!text)
+			return -ENOMEM;
+		if (ws->npend)
+			memcpy(text, ws->pend, ws->npend);
+		memcpy(text + ws->npend, buf, whole);
+		ret = gh_get(gf, f->vn->obj, &h);
+		if (!ret) {
+			ret = h->g ? gs_graph_update(h->g, text, ws->npend + whole, NULL) : -ENODATA;
+			gh_put(h);
+		}
+		free(text);
+		if (ret < 0)
+			return ret;	/* nothing of this write was applied */
+		ws->npend = 0;
+	}
+	if (tail) {
+		char *p = realloc(ws->pend, ws->npend + tail);
+
+		if (!p)
+			return -ENOMEM;
+		memcpy(p + ws->npend, buf + whole, tail);
+		ws->pend = p;
+		ws->npend += tail;
+	}
+	return (ssize_t)size;
+}
+
+static int ctl_command(struct gh *h, const char *cmd)
+{
+	static const struct {
+		const char *word;
+		uint32_t set, clear;
+	} settings[] = {
+		{ "directed", GS_GRAPH_IMPORT_DIRECTED, GS_GRAPH_IMPORT_UNDIRECTED },
+		{ "undirected", GS_GRAPH_IMPORT_UNDIRECTED, GS_GRAPH_IMPORT_DIRECTED },
+		{ "weighted", GS_GRAPH_IMPORT_WEIGHTED, GS_GRAPH_IMPORT_UNWEIGHTED },
+		{ "unweighted", GS_GRAPH_IMPORT_UNWEIGHTED, GS_GRAPH_IMPORT_WEIGHTED },
+		{ "auto", 0, ~0u },
+	};
+
+	if (!strcmp(cmd, "merge"))
+		return h->g ? gs_graph_merge(h->g) : 0;
+	if (!strcmp(cmd, "sync"))
+		return h->g ? gs_graph_sync(h->g) : 0;
+	for (size_t i = 0; i < NELEM(settings); i++)
+		if (!strcmp(cmd, settings[i].word)) {
+			h->build_flags = (h->build_flags & ~settings[i].clear) | settings[i].set;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+static ssize_t write_ctl(struct gs_fuse *gf, struct gs_vfile *f, const char *buf, size_t size)
+{
+	char line[64];
+	size_t i = 0;
+	struct gh *h;
+	int ret;
+
+	ret = gh_get(gf, f->vn->obj, &h);
+	if (ret)
+		return ret;
+	while (i < size && !ret) {
+		size_t n = 0;
+
+		while (i < size && (buf[i] == '\n' || buf[i] == ' ' || buf[i] == '\t'))
+			i++;
+		while (i < size && buf[i] != '\n' && buf[i] != ' ' && buf[i] != '\t') {
+			if (n + 1 < sizeof(line))
+				line[n] = buf[i];
+			n++;
+			i++;
+		}
+		if (!n)
+			break;
+		if (n >= sizeof(line)) {
+			ret = -EINVAL;
+			break;
+		}
+		line[n] = 0;
+		ret = ctl_command(h, line);
+	}
+	gh_put(h);
+	return ret ? ret : (ssize_t)size;
+}
+
+static ssize_t graph_write(struct gs_fuse *gf, struct gs_vfile *f, const char *buf, size_t size,
+			   uint64_t off)
+{
+	struct wstate *ws = f->priv;
+	ssize_t n;
+
+	switch (f->vn->kind) {
+	case K_UPDATES:
+		return write_updates(gf, f, buf, size);
+	case K_CTL:
+		return write_ctl(gf, f, buf, size);
+	case K_EDGES:
+		if (ws->fd < 0)
+			return -EBADF;
+		n = pwrite(ws->fd, buf, size, (off_t)off);
+		if (n < 0)
+			return -errno;
+		ws->written = true;
+		return n;
+	default:
+		return -EACCES;
+	}
+}
+
+/* The edges written through this open become the graph (at close). */
+static int rebuild(struct gs_fuse *gf, struct gs_vfile *f)
+{
+	struct wstate *ws = f->priv;
+	struct gs_graph_import_opts o = { 0 };
+	struct gh *h = gh_find(gs_fuse_fs(gf), f->vn->obj);
+	int ret;
+
+	if (!h)
+		return -ENOMEM;
+	ws->written = false;
+	pthread_rwlock_wrlock(&h->rw);
+	gh_load(h);
+	o.flags = h->build_flags;
+	o.format = (uint32_t)gr_detect_format(ws->fd, NULL);
+	if (o.format != GS_GRAPH_FMT_TEXT && o.format != GS_GRAPH_FMT_MTX)
+		o.format = GS_GRAPH_FMT_TEXT;
+	if (h->g) {
+		gs_graph_close(h->g);
+		h->g = NULL;
+	}
+	ret = lseek(ws->fd, 0, SEEK_SET) < 0 ? -errno : 0;
+	if (!ret)
+		ret = gr_rebuild_ino(h->fs, h->ino, ws->fd, &o);
+	h->loaded = false;	/* the next use opens whatever is there now */
+	h->err = 0;
+	gh_load(h);
+	pthread_rwlock_unlock(&h->rw);
+	return ret;
+}
+
+static int graph_flush(struct gs_fuse *gf, struct gs_vfile *f)
+{
+	struct wstate *ws = f->priv;
+
+	if (f->vn->kind == K_EDGES && ws && ws->written)
+		return rebuild(gf, f);
+	return 0;
+}
+
+static int graph_fsync(struct gs_fuse *gf, struct gs_vfile *f, int datasync)
+{
+	struct gh *h;
+	int ret;
+
+	if (f->vn->kind != K_UPDATES && f->vn->kind != K_CTL)
+		return 0;
+	ret = gh_get(gf, f->vn->obj, &h);
+	if (ret)
+		return ret;
+	ret = h->g ? gs_graph_sync(h->g) : 0;
+	gh_put(h);
+	return ret;
+}
+
+static int graph_release(struct gs_fuse *gf, struct gs_vfile *f)
+{
+	struct wstate *ws = f->priv;
+	struct gh *h;
+	int ret = 0;
+
+	if (!ws)
+		return 0;
+	if (f->vn->kind == K_EDGES && ws->written)
+		ret = rebuild(gf, f);	/* no flush came (a crashed writer) */
+	if (f->vn->kind == K_UPDATES && (f->flags & O_ACCMODE) != O_RDONLY &&
+	    !gh_get(gf, f->vn->obj, &h)) {
+		/* a last line without its newline still counts */
+		if (ws->npend && h->g)
+			ret = gs_graph_update(h->g, ws->pend, ws->npend, NULL);
+		if (h->g)
+			gs_graph_sync(h->g);
+		gh_put(h);
+	}
+	if (ws->fd >= 0)
+		close(ws->fd);
+	free(ws->pend);
+	free(ws);
+	f->priv = NULL;
+	return ret < 0 ? ret : 0;
+}
+
+static int graph_getattr(struct gs_fuse *gf, const struct gs_vnode *vn, struct stat *st)
+{
+	struct gs_vfile f = { .vn = (struct gs_vnode *)vn, .flags = O_RDONLY };
+
+	if (!S_ISREG(vn->mode) || vn->kind == K_EDGES || vn->kind == K_UPDATES ||
+	    vn->kind == K_CTL)
+		return 0;
+	/* the current length; reads are direct_io and do not depend on it */
+	if (graph_open(gf, &f) == 0) {
+		st->st_size = (off_t)f.len;
+		free(f.buf);
+	}
+	return 0;
+}
+
+const struct gs_vops gs_fuse_graph_ops = {
+	.name = "graph",
+	.lookup = graph_lookup,
+	.readdir = graph_readdir,
+	.getattr = graph_getattr,
+	.open = graph_open,
+	.read = graph_read,
+	.write = graph_write,
+	.flush = graph_flush,
+	.fsync = graph_fsync,
+	.release = graph_release,
+};
