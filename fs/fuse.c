@@ -825,12 +825,8 @@ static void fs_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fus
 	struct gs_fuse *gf = req_gf(req);
 
 	COUNT(gf, fsyncs, 1);
-	if (gs_is_vino(ino)) {
-		struct gs_vfile *f = (struct gs_vfile *)(uintptr_t)fi->fh;
-
-		return reply_status(req, f && f->vn->ops->fsync ?
-				    f->vn->ops->fsync(gf, f, datasync) : 0);
-	}
+	if (gs_is_vino(ino))
+		return reply_status(req, 0);
 	reply_status(req, gs_fs_fsync(gf->fs, ino, datasync));
 }
 
