@@ -162,12 +162,47 @@ int gs_nd_open(struct gs_fs *fs, uint64_t ino, struct gs_nd **ndp)
 	return 0;
 }
 
+static int nd_dir(struct gs_fs *fs, uint64_t *dir)
+{
+	struct gs_stat st;
+	int ret = gs_fs_lookup(fs, GS_ROOT_INO, "nd", &st);
+
+	if (ret)
+		return ret;
+	if (st.type != GS_T_DIR)
+		return -ENOTDIR;
+	*dir = st.ino;
+	return 0;
+}
+
+int gs_nd_lookup(struct gs_fs *fs, const char *name, uint64_t *ino)
+{
+	struct gs_stat st;
+	uint64_t dir;
+	int ret;
+
+	ret = nd_dir(fs, &dir);
+	if (!ret)
+		ret = gs_fs_lookup(fs, dir, name, &st);
+	if (ret)
+		return ret;
+	if (st.type != GS_T_ND)
+		return -ENOTDIR;
+	*ino = st.ino;
+	return 0;
+}
+
 int gs_nd_create(struct gs_fs *fs, uint64_t parent, const char *name,
 		 const struct gs_nd_params *p, uint32_t mode, struct gs_nd **ndp)
 {
 	struct gs_stat st;
 	int ret;
 
+	if (!parent) {
+		ret = nd_dir(fs, &parent);
+		if (ret)
+			return ret;
+	}
 	ret = gs_fs_create(fs, parent, name, GS_T_ND, S_IFDIR | (mode & 07777), getuid(),
 			   getgid(), &st);
 	if (ret)
@@ -175,7 +210,7 @@ int gs_nd_create(struct gs_fs *fs, uint64_t parent, const char *name,
 	ret = gs_nd_format(fs, st.ino, p);
 	if (!ret && ndp)
 		ret = gs_nd_open(fs, st.ino, ndp);
-	if (ret)
+	if (ret && gs_fs_rmdir(fs, parent, name))
 		gs_fs_unlink(fs, parent, name);
 	return ret;
 }

@@ -101,7 +101,10 @@ int gs_nd_block_shape(const struct gs_nd_params *p, const struct gs_q_geom *g, u
 
 /* ---- spaces on a gstore filesystem ---- */
 
-/* Create object @name in directory @parent and format it as a space. */
+/* The ino of space nd/@name (-ENOENT, -ENOTDIR if not a space). */
+int gs_nd_lookup(struct gs_fs *fs, const char *name, uint64_t *ino);
+/* Create object @name in directory @parent (0: the root's nd/) and format it
+ * as a space; *ndp (may be NULL) gets it open. */
 int gs_nd_create(struct gs_fs *fs, uint64_t parent, const char *name,
 		 const struct gs_nd_params *p, uint32_t mode, struct gs_nd **ndp);
 /* Format an existing, empty GS_T_ND object @ino (mkdir + setxattr path). */
