@@ -52,6 +52,10 @@ struct gs_backend_ops {
 	/* Block until a completion, a kick on wake_fd, or @timeout_us
 	 * (-1: no timeout).  Returns 0 or -errno (-ETIME on timeout). */
 	int (*wait)(struct gs_bq *q, int64_t timeout_us);
+	/* Optional: like wait(), but return only once @nr completions are ready
+	 * (a kick counts as one) or @timeout_us passed, so a busy poller takes
+	 * completions in batches.  NULL: wait() is used. */
+	int (*wait_nr)(struct gs_bq *q, unsigned nr, int64_t timeout_us);
 };
 
 extern const struct gs_backend_ops gs_backend_uring;

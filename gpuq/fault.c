@@ -709,12 +709,21 @@ static int fault_reap(struct gs_bq *q, struct gs_bio **done, int64_t *res, unsig
 	return (int)n;
 }
 
-static int fault_wait(struct gs_bq *q, int64_t timeout_us)
+static int fault_wait_nr(struct gs_bq *q, unsigned nr, int64_t timeout_us)
 {
+	const struct gs_backend_ops *in = q->bd->in;
+
 	push_pending(q);
 	if (q->nstash)
 		return 0;
-	return q->bd->in->wait(q->iq, q->npend ? 50 : timeout_us);
+	if (q->npend)
+		timeout_us = 50;
+	return in->wait_nr ? in->wait_nr(q->iq, nr, timeout_us) : in->wait(q->iq, timeout_us);
+}
+
+static int fault_wait(struct gs_bq *q, int64_t timeout_us)
+{
+	return fault_wait_nr(q, 1, timeout_us);
 }
 
 const struct gs_backend_ops gs_backend_fault = {
@@ -728,4 +737,5 @@ const struct gs_backend_ops gs_backend_fault = {
 	.submit = fault_submit,
 	.reap = fault_reap,
 	.wait = fault_wait,
+	.wait_nr = fault_wait_nr,
 };

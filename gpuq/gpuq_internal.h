@@ -26,7 +26,8 @@
 
 #define GS_Q_MAX_REGIONS	64	/* gs_q_register_buffer() regions */
 #define GS_Q_MAX_POLLERS	64
-#define GEN_OFFLINE		UINT64_MAX	/* poller holds no ring-set pointer */
+#define GEN_OFFLINE		UINT64_MAX
+#define GS_POLLER_CQN		8	/* rings whose cq waiters a round wakes at once */	/* poller holds no ring-set pointer */
 
 /* Poller states (p->state). */
 enum { PS_RUN, PS_SLEEP, PS_PARKED, PS_EXIT };
@@ -78,6 +79,11 @@ struct poller {
 	uint32_t depth;
 	struct preq *flushq;	/* flushes waiting for the write barrier */
 	struct preq *cqovf;	/* completions waiting for cq space */
+	struct {
+		struct qring *qr;
+		unsigned n;
+	} cqn[GS_POLLER_CQN];	/* rings that got cqes this round */
+	unsigned ncqn;
 	uint32_t wcnt[2];	/* writes in flight per barrier parity */
 	uint8_t wpar;		/* parity new writes are counted in */
 	uint64_t bar_seen;	/* q->bar_req value of the last flip */

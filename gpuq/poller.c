@@ -41,6 +41,13 @@
 #define POLL_MIN_US	50		/* sleep bound with a GPU ring attached */
 #define POLL_MAX_US	2000
 #define RECHECK_US	50		/* sleep bound while a flush or cq post waits */
+/* Busy poller: with BATCH_MIN or more in flight, completions will come: do
+ * not spin, sleep until inflight / BATCH_DIV of them are ready (at most
+ * BATCH_MAX, at most BATCH_US later), without asking producers to kick. */
+#define BATCH_MIN	16
+#define BATCH_DIV	8
+#define BATCH_MAX	32
+#define BATCH_US	200
 
 #define STAT_ADD(p, f, v) \
 	__atomic_store_n(&(p)->st.f, __atomic_load_n(&(p)->st.f, __ATOMIC_RELAXED) + (v), \
@@ -90,6 +97,43 @@ static void cq_notify(struct gs_ring *r)
 	}
 }
 
+/*
+ * Remember that @qr's cq got a cqe: waiters are woken once per round.  The
+ * request's hold on the ring (qr->inflight) is dropped after the wake, so
+ * gs_q_ring_del() cannot free the ring under cq_notify().
+ */
+static void cq_note(struct poller *p, struct qring *qr)
+{
+	unsigned i;
+
+	for (i = 0; i < p->ncqn; i++)
+		if (p->cqn[i].qr == qr) {
+			p->cqn[i].n++;
+			return;
+		}
+	if (p->ncqn == GS_POLLER_CQN) {
+		cq_notify(qr->r);
+		/* release: our writes into the ring before gs_q_ring_del() frees it */
+		__atomic_fetch_sub(&qr->inflight, 1, __ATOMIC_RELEASE);
+		return;
+	}
+	p->cqn[p->ncqn].qr = qr;
+	p->cqn[p->ncqn].n = 1;
+	p->ncqn++;
+}
+
+static void cq_notify_all(struct poller *p)
+{
+	unsigned i;
+
+	for (i = 0; i < p->ncqn; i++) {
+		cq_notify(p->cqn[i].qr->r);
+		/* release: as in cq_note() */
+		__atomic_fetch_sub(&p->cqn[i].qr->inflight, p->cqn[i].n, __ATOMIC_RELEASE);
+	}
+	p->ncqn = 0;
+}
+
 /* Returns 0 when delivered, -EAGAIN when the cq is full (retry later). */
 static int deliver(struct poller *p, struct preq *rq, int64_t res)
 {
@@ -102,7 +146,6 @@ static int deliver(struct poller *p, struct preq *rq, int64_t res)
 
 		if (gs_cq_try_push(r, &c))
 			return -EAGAIN;
-		cq_notify(r);
 	}
 	if ((fl & GS_SQE_CW) && rq->sqe.cw < r->ncw) {
 		struct gs_cword *w = &gs_ring_cw(r)[rq->sqe.cw];
@@ -122,8 +165,11 @@ static int deliver(struct poller *p, struct preq *rq, int64_t res)
 
 		io->done(io, res);
 	}
-	/* release: our writes into the ring are done before gs_q_ring_del() frees it */
-	__atomic_fetch_sub(&qr->inflight, 1, __ATOMIC_RELEASE);
+	if (fl & GS_SQE_CQE)
+		cq_note(p, qr);
+	else
+		/* release: our writes into the ring before gs_q_ring_del() frees it */
+		__atomic_fetch_sub(&qr->inflight, 1, __ATOMIC_RELEASE);
 	return 0;
 }
 
@@ -467,10 +513,11 @@ static int rings_pending(struct ringset *rs)
  * Block in the backend.  Returns 1 if it slept, 0 if a last look found work.
  * The caller reloads the ring set afterwards: rings may have gone meanwhile.
  */
-static int doze(struct poller *p, struct ringset *rs, int64_t timeout_us)
+static int doze(struct poller *p, struct ringset *rs, unsigned nr, int64_t timeout_us)
 {
 	struct gs_q *q = p->q;
-	int kicked = p->idx == 0;
+	/* batch waits end by themselves soon: producers need not kick */
+	int kicked = p->idx == 0 && nr <= 1;
 
 	/* seq_cst: a flush popper that then loads state sees we may sleep */
 	__atomic_store_n(&p->state, PS_SLEEP, __ATOMIC_SEQ_CST);
@@ -491,9 +538,12 @@ static int doze(struct poller *p, struct ringset *rs, int64_t timeout_us)
 	/* release: we hold no ring-set pointer while asleep */
 	__atomic_store_n(&p->seen_gen, GEN_OFFLINE, __ATOMIC_RELEASE);
 	STAT_ADD(p, sleeps, 1);
-	q->ops->wait(p->bq, timeout_us);
+	if (nr > 1 && q->ops->wait_nr)
+		q->ops->wait_nr(p->bq, nr, timeout_us);
+	else
+		q->ops->wait(p->bq, timeout_us);
 	__atomic_store_n(&p->state, PS_RUN, __ATOMIC_RELAXED);
-	return 1;
+	return 1 + kicked;
 }
 
 /* Parked: wait until a saturated poller unparks us or the queue stops. */
@@ -548,6 +598,7 @@ static void poller_loop(struct poller *p)
 		uint64_t gen;
 		int64_t timeout;
 		int work, stopping;
+		unsigned nr;
 
 		/* acquire: a new generation implies the new set (rings_publish) */
 		gen = __atomic_load_n(&q->ring_gen, __ATOMIC_ACQUIRE);
@@ -567,6 +618,7 @@ static void poller_loop(struct poller *p)
 			work += pop_round(p, rs);
 		work += issue_flushes(p);
 		work += submit(p);
+		cq_notify_all(p);
 		barrier_step(p);
 
 		now = gs_now_ns();
@@ -577,7 +629,7 @@ static void poller_loop(struct poller *p)
 		}
 		if (stopping && quiet(p))
 			break;
-		if (now - idle_since < q->spin_ns) {
+		if (now - idle_since < q->spin_ns && p->inflight < BATCH_MIN) {
 			gs_cpu_relax();
 			continue;
 		}
@@ -597,8 +649,16 @@ static void poller_loop(struct poller *p)
 			timeout = RECHECK_US;
 		if (p->idx >= q->min_pollers && timeout < 0)
 			timeout = (int64_t)(q->idle_ns - (now - idle_since)) / 1000 + 1;
-		if (doze(p, rs, timeout))
-			clear_sleepers = p->idx == 0;
+		nr = 1;
+		if (p->inflight >= BATCH_MIN && timeout != RECHECK_US) {
+			nr = p->inflight / BATCH_DIV;
+			if (nr > BATCH_MAX)
+				nr = BATCH_MAX;
+			if (timeout < 0 || timeout > BATCH_US)
+				timeout = BATCH_US;
+		}
+		if (doze(p, rs, nr, timeout) == 2)
+			clear_sleepers = 1;
 	}
 	__atomic_store_n(&p->seen_gen, GEN_OFFLINE, __ATOMIC_RELEASE);
 	__atomic_store_n(&p->state, PS_EXIT, __ATOMIC_RELEASE);

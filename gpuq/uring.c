@@ -415,7 +415,7 @@ static int uring_reap(struct gs_bq *q, struct gs_bio **done, int64_t *res, unsig
 	return (int)n;
 }
 
-static int uring_wait(struct gs_bq *q, int64_t timeout_us)
+static int uring_wait_nr(struct gs_bq *q, unsigned nr, int64_t timeout_us)
 {
 	struct io_uring_cqe *cqe;
 	struct __kernel_timespec ts, *tsp = NULL;
@@ -439,12 +439,18 @@ static int uring_wait(struct gs_bq *q, int64_t timeout_us)
 		ts.tv_nsec = (timeout_us % 1000000) * 1000;
 		tsp = &ts;
 	}
-	ret = io_uring_submit_and_wait_timeout(&q->ring, &cqe, 1, tsp, NULL);
+	/* with DEFER_TASKRUN the kernel wakes us once, when nr are ready */
+	ret = io_uring_submit_and_wait_timeout(&q->ring, &cqe, nr ? nr : 1, tsp, NULL);
 	if (ret == -ETIME)
 		return -ETIME;
 	if (ret < 0 && ret != -EINTR)
 		return ret;
 	return 0;
+}
+
+static int uring_wait(struct gs_bq *q, int64_t timeout_us)
+{
+	return uring_wait_nr(q, 1, timeout_us);
 }
 
 const struct gs_backend_ops gs_backend_uring = {
@@ -458,4 +464,5 @@ const struct gs_backend_ops gs_backend_uring = {
 	.submit = uring_submit,
 	.reap = uring_reap,
 	.wait = uring_wait,
+	.wait_nr = uring_wait_nr,
 };
