@@ -89,7 +89,8 @@ struct gs_line {
 	int32_t err;		/* failed read's result, for the waiters */
 	uint64_t ds;		/* DS_* | generation << 32 (atomic) */
 	uint32_t wbseq;		/* futex word: bumped whenever a write-back ends */
-	struct gs_q_io io;	/* read-ahead request */
+	int32_t wb_res;		/* result of a batched write-back */
+	struct gs_q_io io;	/* read-ahead or batched write-back request */
 };
 
 struct cache_lock {

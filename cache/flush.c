@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <sched.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "cache_internal.h"
@@ -29,44 +30,44 @@ static void wait_wb(struct gs_line *l)
 }
 
 /*
- * Write @l (pinned by the caller) if it is dirty.  One write-back per line
- * at a time, so two writers never race on the device with different
- * versions.  DIRTY is cleared only if no gs_cache_dirty() ran since the
- * generation was sampled: a writer that modified the line while it was
- * being written leaves it dirty, and the newer bytes go out next time.
+ * One write-back per line at a time, so two writers never race on the
+ * device with different versions of a line.  wb_try_begin() claims it:
+ * returns 1 with DS_WB set by us and the sampled flags/generation in *dsp,
+ * 0 if the line is clean, -EBUSY if another write-back of it is in flight.
  */
-int cache_writeback(struct gs_cache *c, struct gs_line *l)
+static int wb_try_begin(struct gs_line *l, uint64_t *dsp)
 {
-	uint64_t ds = __atomic_load_n(&l->ds, __ATOMIC_ACQUIRE), cur, nv;
-	uint64_t n = __atomic_load_n(&l->tag, __ATOMIC_RELAXED);
-	uint32_t len;
-	ssize_t r;
-	int err;
+	uint64_t ds = __atomic_load_n(&l->ds, __ATOMIC_ACQUIRE);
 
 	for (;;) {
 		if (!(ds & DS_DIRTY))
 			return 0;
-		if (ds & DS_WB) {
-			wait_wb(l);
-			ds = __atomic_load_n(&l->ds, __ATOMIC_ACQUIRE);
-			continue;
-		}
+		if (ds & DS_WB)
+			return -EBUSY;
 		/* acquire: pairs with gs_cache_dirty(), the bytes we write are
 		 * at least those of the generation we sample */
 		if (__atomic_compare_exchange_n(&l->ds, &ds, ds | DS_WB, false, __ATOMIC_ACQUIRE,
-						__ATOMIC_ACQUIRE))
-			break;
+						__ATOMIC_ACQUIRE)) {
+			*dsp = ds;
+			return 1;
+		}
 	}
+}
 
-	len = cache_io_len(c, n);
-	r = c->ops->pwrite(c->dev, l->data, len, line_off(c, n));
-	err = r == (ssize_t)len ? 0 : r < 0 ? (int)r : -EIO;
+/*
+ * End the write-back claimed with flags/generation @ds.  DIRTY is cleared
+ * only if no gs_cache_dirty() ran since the generation was sampled: a
+ * writer that modified the line while it was being written leaves it
+ * dirty, and the newer bytes go out next time.
+ */
+static void wb_end(struct gs_cache *c, struct gs_line *l, uint64_t ds, int err)
+{
+	uint64_t cur = __atomic_load_n(&l->ds, __ATOMIC_RELAXED), nv;
+
 	if (err)
 		CACHE_STAT(c, errors);
 	else
 		CACHE_STAT(c, writebacks);
-
-	cur = __atomic_load_n(&l->ds, __ATOMIC_RELAXED);
 	do {
 		nv = cur & ~(uint64_t)(DS_WB | DS_WBWAIT);
 		if (!err && DS_GEN(cur) == DS_GEN(ds))
@@ -77,6 +78,125 @@ int cache_writeback(struct gs_cache *c, struct gs_line *l)
 	__atomic_fetch_add(&l->wbseq, 1, __ATOMIC_RELEASE);
 	if (cur & DS_WBWAIT)
 		cache_futex_wake(&l->wbseq);
+}
+
+static int wb_write(struct gs_cache *c, struct gs_line *l)
+{
+	uint64_t n = __atomic_load_n(&l->tag, __ATOMIC_RELAXED);
+	uint32_t len = cache_io_len(c, n);
+	ssize_t r = c->ops->pwrite(c->dev, l->data, len, line_off(c, n));
+
+	return r == (ssize_t)len ? 0 : r < 0 ? (int)r : -EIO;
+}
+
+/* Write @l (pinned by the caller) if it is dirty, synchronously. */
+int cache_writeback(struct gs_cache *c, struct gs_line *l)
+{
+	uint64_t ds;
+	int r;
+
+	while ((r = wb_try_begin(l, &ds)) < 0)
+		wait_wb(l);
+	if (!r)
+		return 0;
+	r = wb_write(c, l);
+	wb_end(c, l, ds, r);
+	return r;
+}
+
+/* ---- batched write-back for flushes: many writes in flight at once ---- */
+
+#define WB_BATCH	64
+
+struct wb_batch {
+	uint32_t pending;	/* writes not completed (futex word) */
+	unsigned int n;
+	struct gs_line *l[WB_BATCH];	/* pinned, DS_WB claimed */
+	uint64_t ds[WB_BATCH];
+	struct gs_q_io *ios[WB_BATCH];
+};
+
+/* Completion callback, on a poller thread. */
+static void wb_done(struct gs_q_io *io, int64_t res)
+{
+	struct gs_line *l = (struct gs_line *)((char *)io - offsetof(struct gs_line, io));
+	struct wb_batch *b = io->priv;
+
+	l->wb_res = res == (int64_t)io->len ? 0 : res < 0 ? (int)res : -EIO;
+	/* release: wb_res before the count; the waiter may return (and b go
+	 * away) once it reads 0, the wake then hits a stale address: harmless */
+	if (!__atomic_sub_fetch(&b->pending, 1, __ATOMIC_RELEASE))
+		cache_futex_wake(&b->pending);
+}
+
+/* Write the batch's lines, wait for all of them, end their write-backs. */
+static int wb_run(struct gs_cache *c, struct wb_batch *b)
+{
+	uint32_t p;
+	int err = 0, r = -EOPNOTSUPP;
+
+	if (!b->n)
+		return 0;
+	for (unsigned int i = 0; i < b->n; i++) {
+		struct gs_line *l = b->l[i];
+		uint64_t n = __atomic_load_n(&l->tag, __ATOMIC_RELAXED);
+
+		l->io = (struct gs_q_io){
+			.op = GS_OP_WRITE, .len = cache_io_len(c, n), .off = line_off(c, n),
+			.buf = l->data, .done = wb_done, .priv = b,
+		};
+		b->ios[i] = &l->io;
+	}
+	b->pending = b->n;
+	if (c->ops->submit)
+		r = c->ops->submit(c->dev, b->ios, b->n);
+	if (r < 0) {
+		/* nothing queued: write them one by one */
+		for (unsigned int i = 0; i < b->n; i++)
+			b->l[i]->wb_res = wb_write(c, b->l[i]);
+	} else {
+		/* acquire: pairs with wb_done(), every wb_res is visible at 0 */
+		while ((p = __atomic_load_n(&b->pending, __ATOMIC_ACQUIRE)))
+			cache_futex_wait(&b->pending, p);
+	}
+	for (unsigned int i = 0; i < b->n; i++) {
+		struct gs_line *l = b->l[i];
+		int e = l->wb_res;
+
+		wb_end(c, l, b->ds[i], e);
+		cache_unpin(l);
+		if (e && !err)
+			err = e;
+	}
+	b->n = 0;
+	return err;
+}
+
+/* Queue pinned @l for write-back if it is dirty; the batch owns the pin. */
+static int wb_add(struct gs_cache *c, struct wb_batch *b, struct gs_line *l)
+{
+	uint64_t ds;
+	int err = 0, r;
+
+	/* never wait for another write-back while holding claims of our own:
+	 * two flushers would wait for each other's unsubmitted batches */
+	while ((r = wb_try_begin(l, &ds)) < 0) {
+		r = wb_run(c, b);
+		if (r && !err)
+			err = r;
+		wait_wb(l);
+	}
+	if (!r) {
+		cache_unpin(l);
+		return err;
+	}
+	b->l[b->n] = l;
+	b->ds[b->n++] = ds;
+	if (b->n == WB_BATCH) {
+		r = wb_run(c, b);
+		if (r && !err)
+			err = r;
+	}
 	return err;
 }
 
@@ -139,8 +259,10 @@ static void line_range(const struct gs_cache *c, uint64_t off, uint64_t len, uin
 
 static int flush_lines(struct gs_cache *c, uint64_t first, uint64_t last)
 {
+	struct wb_batch b;
 	int err = 0, r;
 
+	b.n = 0;
 	if (last - first < c->nlines) {
 		/* a short range: look its lines up */
 		for (uint64_t n = first;; n++) {
@@ -149,37 +271,40 @@ static int flush_lines(struct gs_cache *c, uint64_t first, uint64_t last)
 
 			l = cache_insert(c, NULL, n, &inserted);
 			if (l) {
-				r = cache_writeback(c, l);
-				cache_unpin(l);
+				r = wb_add(c, &b, l);
 				if (r && !err)
 					err = r;
 			}
 			if (n == last)
 				break;
 		}
-		return err;
-	}
-	/* a long range: walk the lines instead */
-	for (uint32_t i = 0; i < c->nlines; i++) {
-		struct gs_line *l = &c->lines[i];
-		uint64_t t;
+	} else {
+		/* a long range: walk the lines instead */
+		for (uint32_t i = 0; i < c->nlines; i++) {
+			struct gs_line *l = &c->lines[i];
+			uint64_t t;
 
-		while (__atomic_load_n(&l->ds, __ATOMIC_RELAXED) & DS_DIRTY) {
-			/* frozen for a moment: an evictor that finds the line
-			 * dirty unfreezes it at once */
-			if (!cache_pin(l)) {
-				sched_yield();
-				continue;
+			while (__atomic_load_n(&l->ds, __ATOMIC_RELAXED) & DS_DIRTY) {
+				/* frozen for a moment: an evictor that finds the
+				 * line dirty unfreezes it at once */
+				if (!cache_pin(l)) {
+					sched_yield();
+					continue;
+				}
+				t = __atomic_load_n(&l->tag, __ATOMIC_RELAXED);
+				r = 0;
+				if (t >= first && t <= last)
+					r = wb_add(c, &b, l);
+				else
+					cache_unpin(l);
+				if (r && !err)
+					err = r;
+				break;
 			}
-			t = __atomic_load_n(&l->tag, __ATOMIC_RELAXED);
-			r = t >= first && t <= last ? cache_writeback(c, l) : 0;
-			cache_unpin(l);
-			if (r && !err)
-				err = r;
-			break;
 		}
 	}
-	return err;
+	r = wb_run(c, &b);
+	return err ? err : r;
 }
 
 int gs_cache_flush_range(struct gs_cache *c, uint64_t off, uint64_t len)

@@ -26,7 +26,7 @@
 #define STUB_LOG_MAX	4096
 
 struct stub_op {
-	char op;		/* 'R', 'W', 'F', 'A' (async read) */
+	char op;		/* 'R', 'W', 'F' (async ones too, when they run) */
 	uint64_t off;
 };
 
@@ -172,10 +172,8 @@ static inline int stub_submit(void *dev, struct gs_q_io **ios, unsigned int n)
 		pthread_mutex_unlock(&s->lock);
 		return -EAGAIN;
 	}
-	for (unsigned int i = 0; i < n; i++) {
-		stub_log(s, 'A', ios[i]->off);
+	for (unsigned int i = 0; i < n; i++)
 		s->queue[s->qtail++ % 1024] = ios[i];
-	}
 	pthread_cond_signal(&s->cv);
 	pthread_mutex_unlock(&s->lock);
 	return (int)n;
@@ -196,7 +194,12 @@ static void *stub_worker(void *arg)
 			break;
 		io = s->queue[s->qhead++ % 1024];
 		pthread_mutex_unlock(&s->lock);
-		r = io->op == GS_OP_READ ? stub_do_read(s, io->buf, io->len, io->off) : -EINVAL;
+		if (io->op == GS_OP_READ)
+			r = stub_pread(s, io->buf, io->len, io->off);
+		else if (io->op == GS_OP_WRITE)
+			r = stub_pwrite(s, io->buf, io->len, io->off);
+		else
+			r = -EINVAL;
 		io->done(io, r);
 		pthread_mutex_lock(&s->lock);
 	}

@@ -148,6 +148,9 @@ static void test_redirty_during_writeback(void **state)
 
 /* ---- concurrent flushes of the same lines while they change ---- */
 
+#define WR_ITERS	400
+#define WR_LINES	96	/* more than one write-back batch */
+
 struct wr {
 	struct gs_cache *c;
 	int id;
@@ -161,8 +164,8 @@ static void *word_writer(void *arg)
 	struct wr *w = arg;
 
 	/* every line gets one word per thread: lines are shared, words are not */
-	for (uint32_t v = 1; v <= 3000; v++) {
-		for (int n = 0; n < 4; n++) {
+	for (uint32_t v = 1; v <= WR_ITERS; v++) {
+		for (int n = 0; n < WR_LINES; n++) {
 			if (gs_cache_write(w->c, &v, 4, (uint64_t)n * LINE + (uint64_t)w->id * 8) != 4)
 				w->err++;
 		}
@@ -184,7 +187,7 @@ static void *flusher(void *arg)
 static void test_concurrent_flush(void **state)
 {
 	struct stub *s = stub_new(DEV, 512, LINE);
-	struct gs_cache *c = stub_cache(s, 16 * LINE, LINE, 0);
+	struct gs_cache *c = stub_cache(s, 128 * LINE, LINE, 0);
 	struct wr w[4], f[2];
 	pthread_t tw[4], tf[2];
 
@@ -206,11 +209,11 @@ static void test_concurrent_flush(void **state)
 	assert_int_equal(gs_cache_flush(c), 0);
 	for (int i = 0; i < 4; i++) {
 		assert_int_equal(w[i].err, 0);
-		for (int n = 0; n < 4; n++) {
+		for (int n = 0; n < WR_LINES; n++) {
 			uint32_t v;
 
 			memcpy(&v, s->mem + (uint64_t)n * LINE + (uint64_t)i * 8, 4);
-			assert_int_equal(v, 3000);
+			assert_int_equal(v, WR_ITERS);
 		}
 	}
 	assert_int_equal(gs_cache_destroy(c), 0);
