@@ -17,19 +17,127 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "gstore_cache.h"
 #include "gstore_fs.h"
 #include "graph_internal.h"
 
 #define TMP_SUFFIX	"~import"
 
+/*
+ * Page reads go through the block cache at the device offset of the page
+ * (from a map of the object's extents built once with gs_fs_bmap), so a
+ * page read twice is a cache hit; gs_fs_read would send aligned page reads
+ * around the cache.  A write through the store drops the object's map
+ * (it may have allocated), the next read maps it again.
+ */
+struct run {
+	uint64_t off, len, dev;
+};
+
+struct objmap {
+	struct objmap *next;
+	uint64_t obj, nruns;
+	struct run *r;
+};
+
 struct fs_store {
 	struct gr_store s;
 	struct gs_fs *fs;
+	struct gs_cache *c;
+	pthread_rwlock_t lock;	/* maps: shared to read through, exclusive to change */
+	struct objmap *maps;
 };
+
+static struct fs_store *fsst(struct gr_store *s)
+{
+	return (struct fs_store *)s;
+}
 
 static struct gs_fs *fsof(struct gr_store *s)
 {
-	return ((struct fs_store *)s)->fs;
+	return fsst(s)->fs;
+}
+
+static struct objmap *map_find(struct fs_store *f, uint64_t obj)
+{
+	struct objmap *m;
+
+	for (m = f->maps; m && m->obj != obj; m = m->next)
+		;
+	return m;
+}
+
+static void map_drop(struct fs_store *f, uint64_t obj)
+{
+	for (struct objmap **pp = &f->maps; *pp; pp = &(*pp)->next)
+		if ((*pp)->obj == obj) {
+			struct objmap *m = *pp;
+
+			*pp = m->next;
+			free(m->r);
+			free(m);
+			return;
+		}
+}
+
+/* Map @obj's extents (exclusive lock held). */
+static struct objmap *map_build(struct fs_store *f, uint64_t obj)
+{
+	struct objmap *m = calloc(1, sizeof(*m));
+	uint64_t off = 0, cap = 0;
+	struct gs_stat st;
+
+	if (!m || gs_fs_getattr(f->fs, obj, &st)) {
+		free(m);
+		return NULL;
+	}
+	m->obj = obj;
+	while (off < st.size) {
+		uint64_t dev, len;
+		int ret = gs_fs_bmap(f->fs, obj, off, &dev, &len);
+
+		if (ret == -ENODATA) {
+			off += f->s.page_size;	/* a hole: gs_fs_read serves it */
+			continue;
+		}
+		if (ret || !len)
+			break;
+		if (m->nruns == cap) {
+			struct run *r = realloc(m->r, (cap = cap ? cap * 2 : 16) * sizeof(*r));
+
+			if (!r)
+				break;
+			m->r = r;
+		}
+		m->r[m->nruns++] = (struct run){ .off = off, .len = len, .dev = dev };
+		off += len;
+	}
+	m->next = f->maps;
+	f->maps = m;
+	return m;
+}
+
+/* Device offset of [off, off+len) if one run holds it all. */
+static bool map_dev(const struct objmap *m, uint64_t off, size_t len, uint64_t *dev)
+{
+	uint64_t lo = 0, hi = m->nruns;
+
+	while (lo < hi) {
+		uint64_t mid = (lo + hi) / 2;
+		const struct run *r = &m->r[mid];
+
+		if (off < r->off) {
+			hi = mid;
+		} else if (off >= r->off + r->len) {
+			lo = mid + 1;
+		} else {
+			if (off + len > r->off + r->len)
+				return false;
+			*dev = r->dev + (off - r->off);
+			return true;
+		}
+	}
+	return false;
 }
 
 static int fss_create(struct gr_store *s, uint64_t *obj)
@@ -44,13 +152,41 @@ static int fss_remove(struct gr_store *s, uint64_t obj)
 
 static ssize_t fss_pread(struct gr_store *s, uint64_t obj, void *buf, size_t len, uint64_t off)
 {
-	return gs_fs_read(fsof(s), obj, buf, len, off);
+	struct fs_store *f = fsst(s);
+	struct objmap *m;
+	uint64_t dev;
+	bool mapped;
+
+	if (len != s->page_size || !f->c)
+		return gs_fs_read(f->fs, obj, buf, len, off);
+	pthread_rwlock_rdlock(&f->lock);
+	m = map_find(f, obj);
+	if (!m) {
+		pthread_rwlock_unlock(&f->lock);
+		pthread_rwlock_wrlock(&f->lock);
+		m = map_find(f, obj);
+		if (!m)
+			m = map_build(f, obj);
+		pthread_rwlock_unlock(&f->lock);
+		pthread_rwlock_rdlock(&f->lock);
+		m = map_find(f, obj);
+	}
+	mapped = m && map_dev(m, off, len, &dev);
+	pthread_rwlock_unlock(&f->lock);
+	if (!mapped)
+		return gs_fs_read(f->fs, obj, buf, len, off);
+	return gs_cache_read(f->c, buf, len, dev);
 }
 
 static ssize_t fss_pwrite(struct gr_store *s, uint64_t obj, const void *buf, size_t len,
 			  uint64_t off)
 {
-	return gs_fs_write(fsof(s), obj, buf, len, off);
+	struct fs_store *f = fsst(s);
+
+	pthread_rwlock_wrlock(&f->lock);
+	map_drop(f, obj);
+	pthread_rwlock_unlock(&f->lock);
+	return gs_fs_write(f->fs, obj, buf, len, off);
 }
 
 static int fss_sync(struct gr_store *s, uint64_t obj)
@@ -70,7 +206,12 @@ static int fss_size(struct gr_store *s, uint64_t obj, uint64_t *bytes)
 
 static void fss_destroy(struct gr_store *s)
 {
-	free(s);
+	struct fs_store *f = fsst(s);
+
+	while (f->maps)
+		map_drop(f, f->maps->obj);
+	pthread_rwlock_destroy(&f->lock);
+	free(f);
 }
 
 static const struct gr_store_ops fs_store_ops = {
@@ -99,6 +240,8 @@ int gr_fs_store_new(struct gr_store **sp, struct gs_fs *fs, uint64_t ino)
 	f->s.root = ino;
 	f->s.page_size = sf.block_size;
 	f->fs = fs;
+	f->c = gs_fs_cache(fs);
+	pthread_rwlock_init(&f->lock, NULL);
 	*sp = &f->s;
 	return 0;
 }

@@ -412,6 +412,8 @@ int cmd_import(int argc, char **argv)
 	uint64_t hdr;
 	int c, fd, ret, status = 1;
 
+	if (argc > 1 && !strcmp(argv[1], "graph"))
+		return cmd_import_graph(argc - 1, argv + 1);
 	while ((c = getopt_long(argc, argv, "i:m:t:s:rf", lo, NULL)) != -1) {
 		if (parse_target_opt(c, &a.image, &a.mnt))
 			continue;

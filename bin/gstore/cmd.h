@@ -22,14 +22,19 @@
 	  "check and repair an unmounted filesystem (exit codes as e2fsck)")	\
 	X(stat, "stat IMAGE|DEVICE|MOUNTPOINT",				\
 	  "superblock and usage summary")					\
-	X(import, "import array NAME FILE [--image IMG | --mount MNT] [--dtype T] [--shape S] [--raw] [--force]", \
-	  "copy a raw or .npy file into arrays/NAME")			\
+	X(import, "import array NAME FILE [--image IMG | --mount MNT] [--dtype T] [--shape S] [--raw] [--force]\n" \
+	  "       gstore import graph NAME FILE [--image IMG | --mount MNT] [--directed|--undirected] [--weighted|--unweighted] [--format text|mtx|sg|wsg] [--vertices N] [--slack PCT] [--chain-max N] [--mem SIZE] [--tmpdir DIR] [--id64] [--force]", \
+	  "copy a raw or .npy file into arrays/NAME; build graph/NAME from an edge list") \
 	X(export, "export array NAME OUT [--npy] [--image IMG | --mount MNT]", \
-	  "copy arrays/NAME out (raw, or .npy with --npy); OUT - is stdout")
+	  "copy arrays/NAME out (raw, or .npy with --npy); OUT - is stdout") \
+	X(graph, "graph info|neighbors V|update [FILE]|merge|export-csr|bfs|cc|pagerank|randomwalk|mis NAME --image IMG [--threads N] [--batch N] [--csr] [--in] [--source V] [--iters N] [--damping D] [--walks N] [--length L] [--seed S] [--top K] [--out FILE] [--cache SIZE] [--line-size N] [--buffered]", \
+	  "query, update, merge graph/NAME; run graph apps (also on the CSR baseline)")
 
 #define GS_CMD_DECLARE(name, usage, summary) int cmd_##name(int argc, char **argv);
 GS_COMMANDS(GS_CMD_DECLARE)
 #undef GS_CMD_DECLARE
+/* `gstore import graph ...` (graph.c); cmd_import hands it over */
+int cmd_import_graph(int argc, char **argv);
 
 /* ---- helpers (util.c) ---- */
 

@@ -1,0 +1,797 @@
+// SPDX-License-Identifier: MIT
+/*
+ * gstore import graph / gstore graph: graph objects from the command line.
+ *
+ * Imports run in-process on an unmounted image (--image), or through a
+ * mount (--mount: the edge list is written into graph/NAME/edges).  The
+ * other subcommands (info, neighbors, update, merge, the apps, export-csr)
+ * open the image in-process; the apps run multithreaded over the graph's
+ * request queues and can run on the CSR baseline (--csr) for comparison.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gstore.h"
+#include "gstore_fs.h"
+#include "gstore_graph.h"
+#include "bin/gstore/cmd.h"
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	double v = strtod(s, &end);
+	uint64_t m = 1;
+
+	switch (*end) {
+	case 'k': case 'K': m = 1ULL << 10; end++; break;
+	case 'm': case 'M': m = 1ULL << 20; end++; break;
+	case 'g': case 'G': m = 1ULL << 30; end++; break;
+	case 't': case 'T': m = 1ULL << 40; end++; break;
+	}
+	if (end == s || *end || v < 0)
+		return -1;
+	*out = (uint64_t)(v * (double)m);
+	return 0;
+}
+
+static int parse_u64(const char *s, uint64_t *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtoull(s, &end, 10);
+	return end == s || *end || errno || *s == '-' ? -1 : 0;
+}
+
+static uint64_t peak_rss(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (uint64_t)ru.ru_maxrss * 1024;
+}
+
+/* ---- opening the image ---- */
+
+struct img_opts {
+	const char *image, *mnt;
+	uint64_t cache;
+	uint32_t line;
+	int buffered;
+};
+
+static int img_mount(const struct img_opts *io, struct gs_fs **fs)
+{
+	struct gs_fs_opts o = { .path = io->image, .cache_bytes = io->cache,
+				.line_size = io->line };
+	int ret;
+
+	if (io->buffered)
+		o.flags |= GS_FS_BUFFERED;
+	ret = gs_fs_mount(fs, &o);
+	if (ret == -EINVAL && !io->buffered) {
+		o.flags |= GS_FS_BUFFERED;	/* no O_DIRECT where the image lives */
+		ret = gs_fs_mount(fs, &o);
+	}
+	if (ret)
+		gs_fail(0, "cannot open %s: %s%s", io->image, strerror(-ret),
+			ret == -EBUSY ? " (mounted? use --mount, or unmount it)" : "");
+	return ret;
+}
+
+/* --image/--mount/--cache/--line-size/--buffered, shared by the commands */
+enum { O_IMAGE = 0x100, O_MOUNT, O_CACHE, O_LINE, O_BUFFERED };
+#define IMG_LONGOPTS								\
+	{ "image", required_argument, NULL, O_IMAGE },				\
+	{ "mount", required_argument, NULL, O_MOUNT },				\
+	{ "cache", required_argument, NULL, O_CACHE },				\
+	{ "line-size", required_argument, NULL, O_LINE },			\
+	{ "buffered", no_argument, NULL, O_BUFFERED }
+
+static int img_opt(int c, struct img_opts *io)
+{
+	uint64_t x;
+
+	switch (c) {
+	case O_IMAGE: io->image = optarg; return 1;
+	case O_MOUNT: io->mnt = optarg; return 1;
+	case O_BUFFERED: io->buffered = 1; return 1;
+	case O_CACHE:
+		if (parse_size(optarg, &x))
+			return -1;
+		io->cache = x;
+		return 1;
+	case O_LINE:
+		if (parse_size(optarg, &x) || x > (1u << 30))
+			return -1;
+		io->line = (uint32_t)x;
+		return 1;
+	}
+	return 0;
+}
+
+/* No --image: a mounted gstorefs ($GSTORE_MOUNT or /mnt/gstore) if any. */
+static int img_resolve(struct img_opts *io)
+{
+	if (io->image && io->mnt)
+		return gs_fail(-1, "give --image or --mount, not both");
+	if (io->image) {
+		char *where = gs_find_mount(io->image);
+
+		if (where) {
+			io->mnt = where;	/* the daemon owns it: go through the mount */
+			io->image = NULL;
+		}
+		return 0;
+	}
+	if (!io->mnt) {
+		io->mnt = getenv("GSTORE_MOUNT");
+		if (!io->mnt && gs_is_mount("/mnt/gstore"))
+			io->mnt = "/mnt/gstore";
+	}
+	return io->mnt ? 0 : gs_fail(-1, "no target: give --image IMG or --mount MNT");
+}
+
+/* ---- import ---- */
+
+struct prog {
+	struct gs_progress p;
+	const char *phase;
+	uint64_t last;
+};
+
+static void on_progress(void *arg, const char *phase, uint64_t done, uint64_t total)
+{
+	struct prog *pr = arg;
+
+	if (pr->phase != phase) {
+		if (pr->phase)
+			gs_progress_end(&pr->p);
+		pr->phase = phase;
+		pr->last = 0;
+		/* bytes while reading, edges while building (shown as a count) */
+		gs_progress_start(&pr->p, !strcmp(phase, "read") ? "reading " : "building",
+				  total);
+	}
+	if (done > pr->last) {
+		gs_progress_add(&pr->p, done - pr->last);
+		pr->last = done;
+	}
+}
+
+static const char *const fmt_names[] = {
+	[GS_GRAPH_FMT_TEXT] = "text", [GS_GRAPH_FMT_MTX] = "mtx", [GS_GRAPH_FMT_SG] = "sg",
+	[GS_GRAPH_FMT_WSG] = "wsg",
+};
+
+/* Through a mount: graph/NAME/ctl settings, then the file into edges. */
+static int import_mounted(const char *mnt, const char *name, const char *file, uint32_t flags)
+{
+	char dir[4096], path[4200], buf[1 << 16];
+	int in, out, ret = 0;
+	ssize_t n;
+
+	snprintf(dir, sizeof(dir), "%s/graph/%s", mnt, name);
+	if (mkdir(dir, 0755)) {
+		if (errno != EEXIST)
+			return gs_fail(-1, "%s: %s", dir, strerror(errno));
+		if (!(flags & GS_GRAPH_IMPORT_REPLACE))
+			return gs_fail(-1, "graph/%s exists (use --force to replace it)", name);
+	}
+	snprintf(path, sizeof(path), "%s/ctl", dir);
+	out = open(path, O_WRONLY);
+	if (out < 0)
+		return gs_fail(-1, "%s: %s", path, strerror(errno));
+	n = snprintf(buf, sizeof(buf), "auto\n%s%s",
+		     flags & GS_GRAPH_IMPORT_DIRECTED ? "directed\n" :
+		     flags & GS_GRAPH_IMPORT_UNDIRECTED ? "undirected\n" : "",
+		     flags & GS_GRAPH_IMPORT_WEIGHTED ? "weighted\n" :
+		     flags & GS_GRAPH_IMPORT_UNWEIGHTED ? "unweighted\n" : "");
+	if (write(out, buf, (size_t)n) != n)
+		ret = gs_fail(-1, "%s: %s", path, strerror(errno));
+	close(out);
+	if (ret)
+		return ret;
+	in = open(file, O_RDONLY);
+	if (in < 0)
+		return gs_fail(-1, "%s: %s", file, strerror(errno));
+	snprintf(path, sizeof(path), "%s/edges", dir);
+	out = open(path, O_WRONLY | O_TRUNC);
+	if (out < 0) {
+		close(in);
+		return gs_fail(-1, "%s: %s", path, strerror(errno));
+	}
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		if (write(out, buf, (size_t)n) != n) {
+			ret = gs_fail(-1, "%s: %s", path, strerror(errno));
+			break;
+		}
+	close(in);
+	/* the graph is built when edges is closed: its error is close's */
+	if (close(out) && !ret)
+		ret = gs_fail(-1, "building graph/%s: %s (see the daemon's log)", name,
+			      strerror(errno));
+	return ret;
+}
+
+int cmd_import_graph(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		IMG_LONGOPTS,
+		{ "directed", no_argument, NULL, 'd' },
+		{ "undirected", no_argument, NULL, 'u' },
+		{ "weighted", no_argument, NULL, 'w' },
+		{ "unweighted", no_argument, NULL, 'W' },
+		{ "format", required_argument, NULL, 'F' },
+		{ "vertices", required_argument, NULL, 'n' },
+		{ "slack", required_argument, NULL, 's' },
+		{ "chain-max", required_argument, NULL, 'c' },
+		{ "mem", required_argument, NULL, 'M' },
+		{ "tmpdir", required_argument, NULL, 't' },
+		{ "id64", no_argument, NULL, '8' },
+		{ "force", no_argument, NULL, 'f' },
+		{ 0 }
+	};
+	struct gs_graph_import_opts o = { 0 };
+	struct img_opts io = { 0 };
+	struct prog pr = { 0 };
+	char err[512] = "";
+	struct gs_fs *fs;
+	uint64_t x;
+	double t0;
+	int c, ret, status = 1;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		int r = img_opt(c, &io);
+
+		if (r > 0)
+			continue;
+		if (r < 0)
+			return gs_usage("import");
+		switch (c) {
+		case 'd': o.flags |= GS_GRAPH_IMPORT_DIRECTED; break;
+		case 'u': o.flags |= GS_GRAPH_IMPORT_UNDIRECTED; break;
+		case 'w': o.flags |= GS_GRAPH_IMPORT_WEIGHTED; break;
+		case 'W': o.flags |= GS_GRAPH_IMPORT_UNWEIGHTED; break;
+		case '8': o.flags |= GS_GRAPH_IMPORT_ID64; break;
+		case 'f': o.flags |= GS_GRAPH_IMPORT_REPLACE; break;
+		case 't': o.tmpdir = optarg; break;
+		case 'F':
+			for (x = 1; x < 5 && strcmp(optarg, fmt_names[x]); x++)
+				;
+			if (x == 5)
+				return gs_fail(2, "unknown format '%s' (text, mtx, sg, wsg)", optarg);
+			o.format = (uint32_t)x;
+			break;
+		case 'n':
+			if (parse_u64(optarg, &o.nv))
+				return gs_usage("import");
+			break;
+		case 's':
+			if (parse_u64(optarg, &x) || x > 90)
+				return gs_fail(2, "--slack takes a percentage 0..90");
+			o.slack_pct = (uint32_t)x;
+			o.flags |= GS_GRAPH_IMPORT_SLACK;
+			break;
+		case 'c':
+			if (parse_u64(optarg, &x) || !x || x > 1u << 20)
+				return gs_usage("import");
+			o.chain_max = (uint32_t)x;
+			break;
+		case 'M':
+			if (parse_size(optarg, &x) || x < (1u << 20))
+				return gs_fail(2, "--mem takes a size of at least 1M");
+			o.mem_bytes = x;
+			break;
+		default:
+			return gs_usage("import");
+		}
+	}
+	if (argc - optind != 2)
+		return gs_usage("import");
+	if ((o.flags & GS_GRAPH_IMPORT_DIRECTED) && (o.flags & GS_GRAPH_IMPORT_UNDIRECTED))
+		return gs_fail(2, "--directed or --undirected, not both");
+	if ((o.flags & GS_GRAPH_IMPORT_WEIGHTED) && (o.flags & GS_GRAPH_IMPORT_UNWEIGHTED))
+		return gs_fail(2, "--weighted or --unweighted, not both");
+	if (img_resolve(&io))
+		return 1;
+	const char *name = argv[optind], *file = argv[optind + 1];
+
+	t0 = now();
+	if (io.mnt)
+		return import_mounted(io.mnt, name, file, o.flags) ? 1 : 0;
+	if (img_mount(&io, &fs))
+		return 1;
+	o.progress = on_progress;
+	o.progress_arg = &pr;
+	o.err = err;
+	o.errlen = sizeof(err);
+	ret = gs_graph_import(fs, name, file, &o);
+	if (pr.phase)
+		gs_progress_end(&pr.p);
+	if (ret) {
+		gs_fail(0, "import %s: %s%s%s", file, err[0] ? err : strerror(-ret),
+			ret == -EEXIST ? " (graph exists: use --force to replace it)" : "",
+			err[0] ? "" : "");
+	} else {
+		struct gs_graph *g;
+		struct gs_graph_info gi;
+		char h[32];
+
+		ret = gs_graph_open(fs, name, GS_GRAPH_RDONLY, &g);
+		if (!ret) {
+			gs_graph_info(g, &gi);
+			printf("graph/%s: %" PRIu64 " vertices, %" PRIu64 " edges, %s, %s, "
+			       "%" PRIu64 " pages, %s on disk; %.2f s, peak memory %s\n", name,
+			       gi.nv, gi.ne, gi.directed ? "directed" : "undirected",
+			       gi.weighted ? "weighted" : "unweighted", gi.pages[0] + gi.pages[1],
+			       gs_human(gi.disk_bytes, h, sizeof(h)), now() - t0,
+			       gs_human(peak_rss(), err, sizeof(err)));
+			gs_graph_close(g);
+			status = 0;
+		}
+	}
+	if (gs_fs_unmount(fs) && !status)
+		status = gs_fail(1, "unmount failed");
+	return status;
+}
+
+/* ---- gstore graph SUBCOMMAND NAME ... ---- */
+
+struct gctx {
+	struct img_opts io;
+	struct gs_fs *fs;
+	struct gs_graph *g;
+	struct gs_graph_app_opts ao;
+	const char *name, *out;
+	int csr, in;
+	uint64_t source, iters, walks, len, seed, top;
+	double damping;
+};
+
+static int open_graph(struct gctx *c, int rdonly)
+{
+	char prefix[GS_NAME_MAX + 1];
+	int ret;
+
+	if (c->io.mnt)
+		return gs_fail(-1, "graph %s needs the image unmounted (--image IMG); through "
+			       "the mount use MNT/graph/%s/", c->name, c->name);
+	if (img_mount(&c->io, &c->fs))
+		return -1;
+	if (c->csr) {
+		snprintf(prefix, sizeof(prefix), "%s.csr", c->name);
+		ret = gs_graph_open_csr(c->fs, prefix, &c->g);
+	} else {
+		ret = gs_graph_open(c->fs, c->name, rdonly ? GS_GRAPH_RDONLY : 0, &c->g);
+	}
+	if (ret) {
+		gs_fail(0, "%s graph/%s: %s%s", c->csr ? "CSR of" : "open", c->name, strerror(-ret),
+			c->csr && ret == -ENOENT ? " (run gstore graph export-csr first)" : "");
+		gs_fs_unmount(c->fs);
+		return -1;
+	}
+	if (c->ao.threads)
+		gs_graph_set_workers(c->g, c->ao.threads);
+	return 0;
+}
+
+static int close_graph(struct gctx *c, int status)
+{
+	int ret = gs_graph_close(c->g);
+
+	if (ret && !status)
+		status = gs_fail(1, "closing graph/%s: %s", c->name, strerror(-ret));
+	if (gs_fs_unmount(c->fs) && !status)
+		status = gs_fail(1, "unmount failed");
+	return status;
+}
+
+static FILE *out_file(struct gctx *c)
+{
+	FILE *f;
+
+	if (!c->out)
+		return NULL;
+	f = strcmp(c->out, "-") ? fopen(c->out, "w") : stdout;
+	if (!f)
+		gs_fail(0, "%s: %s", c->out, strerror(errno));
+	return f;
+}
+
+static void out_close(struct gctx *c, FILE *f)
+{
+	if (f && f != stdout)
+		fclose(f);
+}
+
+static int g_info(struct gctx *c, int argc, char **argv)
+{
+	char buf[4096];
+
+	if (open_graph(c, 1))
+		return 1;
+	gs_graph_info_text(c->g, buf, sizeof(buf));
+	fputs(buf, stdout);
+	return close_graph(c, 0);
+}
+
+static int g_neighbors(struct gctx *c, int argc, char **argv)
+{
+	uint64_t v, *ids;
+	float *w;
+	int64_t n;
+	int status = 0;
+
+	if (argc != 1 || parse_u64(argv[0], &v))
+		return gs_usage("graph");
+	if (open_graph(c, 1))
+		return 1;
+	n = gs_graph_degree(c->g, v, c->in ? GS_GRAPH_IN : GS_GRAPH_OUT);
+	if (n < 0) {
+		status = gs_fail(1, "vertex %" PRIu64 ": %s", v, strerror((int)-n));
+		return close_graph(c, status);
+	}
+	ids = malloc(((size_t)n + 1) * sizeof(*ids));
+	w = malloc(((size_t)n + 1) * sizeof(*w));
+	n = gs_graph_neighbors(c->g, v, c->in ? GS_GRAPH_IN : GS_GRAPH_OUT, ids, w, (size_t)n);
+	for (int64_t i = 0; i < n; i++) {
+		struct gs_graph_info gi;
+
+		gs_graph_info(c->g, &gi);
+		if (gi.weighted)
+			printf("%" PRIu64 " %.9g\n", ids[i], (double)w[i]);
+		else
+			printf("%" PRIu64 "\n", ids[i]);
+	}
+	free(ids);
+	free(w);
+	return close_graph(c, status);
+}
+
+static int g_update(struct gctx *c, int argc, char **argv)
+{
+	size_t cap = 1 << 20, len = 0;
+	char *buf = malloc(cap);
+	uint64_t line = 0;
+	int fd = 0, ret, status = 0;
+	ssize_t n;
+
+	if (argc > 1)
+		return gs_usage("graph");
+	if (argc == 1 && strcmp(argv[0], "-")) {
+		fd = open(argv[0], O_RDONLY);
+		if (fd < 0)
+			return gs_fail(1, "%s: %s", argv[0], strerror(errno));
+	}
+	while (buf && (n = read(fd, buf + len, cap - len)) > 0) {
+		len += (size_t)n;
+		if (len == cap)
+			buf = realloc(buf, cap *= 2);
+	}
+	if (fd)
+		close(fd);
+	if (!buf)
+		return gs_fail(1, "out of memory");
+	if (open_graph(c, 0)) {
+		free(buf);
+		return 1;
+	}
+	n = gs_graph_update(c->g, buf, len, &line);
+	if (n < 0)
+		status = gs_fail(1, "line %" PRIu64 ": %s; nothing applied", line,
+				 strerror((int)-n));
+	else if ((ret = gs_graph_sync(c->g)))
+		status = gs_fail(1, "sync: %s", strerror(-ret));
+	else
+		printf("%zd updates applied\n", n);
+	free(buf);
+	return close_graph(c, status);
+}
+
+static int g_merge(struct gctx *c, int argc, char **argv)
+{
+	double t0 = now();
+	int ret, status = 0;
+
+	if (open_graph(c, 0))
+		return 1;
+	ret = gs_graph_merge(c->g);
+	if (ret)
+		status = gs_fail(1, "merge: %s", strerror(-ret));
+	else
+		printf("merged in %.3f s\n", now() - t0);
+	return close_graph(c, status);
+}
+
+static int g_export_csr(struct gctx *c, int argc, char **argv)
+{
+	char prefix[GS_NAME_MAX + 1];
+	double t0 = now();
+	int ret, status = 0;
+
+	if (argc || c->csr)
+		return gs_usage("graph");
+	if (open_graph(c, 0))
+		return 1;
+	snprintf(prefix, sizeof(prefix), "%s.csr", c->name);
+	ret = gs_graph_export_csr(c->g, prefix);
+	if (ret)
+		status = gs_fail(1, "export-csr: %s", strerror(-ret));
+	else
+		printf("arrays/%s.{rowptr,colidx%s}: %.2f s\n", prefix, "...", now() - t0);
+	return close_graph(c, status);
+}
+
+static uint64_t nvertices(struct gs_graph *g)
+{
+	struct gs_graph_info gi;
+
+	gs_graph_info(g, &gi);
+	return gi.nv;
+}
+
+static int g_bfs(struct gctx *c, int argc, char **argv)
+{
+	uint64_t nv, reached = 0;
+	int64_t *depth, maxd = 0;
+	double t0;
+	FILE *f;
+	int ret;
+
+	if (argc || open_graph(c, 1))
+		return argc ? gs_usage("graph") : 1;
+	nv = nvertices(c->g);
+	depth = malloc((nv ? nv : 1) * sizeof(*depth));
+	t0 = now();
+	ret = depth ? gs_graph_bfs(c->g, c->source, depth, &c->ao) : -ENOMEM;
+	if (ret) {
+		free(depth);
+		return close_graph(c, gs_fail(1, "bfs: %s", strerror(-ret)));
+	}
+	for (uint64_t v = 0; v < nv; v++)
+		if (depth[v] >= 0) {
+			reached++;
+			maxd = depth[v] > maxd ? depth[v] : maxd;
+		}
+	printf("bfs from %" PRIu64 ": %" PRIu64 " reached, depth %" PRId64 ", %.3f s\n",
+	       c->source, reached, maxd, now() - t0);
+	f = out_file(c);
+	for (uint64_t v = 0; f && v < nv; v++)
+		fprintf(f, "%" PRIu64 " %" PRId64 "\n", v, depth[v]);
+	out_close(c, f);
+	free(depth);
+	return close_graph(c, 0);
+}
+
+static int g_cc(struct gctx *c, int argc, char **argv)
+{
+	uint64_t nv, *label;
+	int64_t n;
+	double t0;
+	FILE *f;
+
+	if (argc || open_graph(c, 1))
+		return argc ? gs_usage("graph") : 1;
+	nv = nvertices(c->g);
+	label = malloc((nv ? nv : 1) * sizeof(*label));
+	t0 = now();
+	n = label ? gs_graph_cc(c->g, label, &c->ao) : -ENOMEM;
+	if (n < 0) {
+		free(label);
+		return close_graph(c, gs_fail(1, "cc: %s", strerror((int)-n)));
+	}
+	printf("cc: %" PRId64 " components, %.3f s\n", n, now() - t0);
+	f = out_file(c);
+	for (uint64_t v = 0; f && v < nv; v++)
+		fprintf(f, "%" PRIu64 " %" PRIu64 "\n", v, label[v]);
+	out_close(c, f);
+	free(label);
+	return close_graph(c, 0);
+}
+
+static int g_pagerank(struct gctx *c, int argc, char **argv)
+{
+	uint64_t nv;
+	double *rank, t0, sum = 0;
+	FILE *f;
+	int ret;
+
+	if (argc || open_graph(c, 1))
+		return argc ? gs_usage("graph") : 1;
+	nv = nvertices(c->g);
+	rank = malloc((nv ? nv : 1) * sizeof(*rank));
+	t0 = now();
+	ret = rank ? gs_graph_pagerank(c->g, c->damping, (unsigned)c->iters, rank, &c->ao) :
+		     -ENOMEM;
+	if (ret) {
+		free(rank);
+		return close_graph(c, gs_fail(1, "pagerank: %s", strerror(-ret)));
+	}
+	for (uint64_t v = 0; v < nv; v++)
+		sum += rank[v];
+	printf("pagerank: %" PRIu64 " iterations, sum %.6f, %.3f s\n", c->iters, sum,
+	       now() - t0);
+	for (uint64_t k = 0; k < c->top && k < nv; k++) {
+		uint64_t best = 0;
+
+		for (uint64_t v = 1; v < nv; v++)
+			if (rank[v] > rank[best])
+				best = v;
+		printf("  %" PRIu64 " %.9g\n", best, rank[best]);
+		rank[best] = -1 - rank[best];	/* taken; restored below */
+	}
+	for (uint64_t v = 0; v < nv; v++)
+		if (rank[v] < 0)
+			rank[v] = -1 - rank[v];
+	f = out_file(c);
+	for (uint64_t v = 0; f && v < nv; v++)
+		fprintf(f, "%" PRIu64 " %.12g\n", v, rank[v]);
+	out_close(c, f);
+	free(rank);
+	return close_graph(c, 0);
+}
+
+static int g_randomwalk(struct gctx *c, int argc, char **argv)
+{
+	uint64_t nv, *starts, *paths, steps = 0;
+	unsigned len = (unsigned)c->len;
+	double t0;
+	FILE *f;
+	int ret;
+
+	if (argc || open_graph(c, 1))
+		return argc ? gs_usage("graph") : 1;
+	nv = nvertices(c->g);
+	starts = malloc(c->walks * sizeof(*starts));
+	paths = malloc(c->walks * (len + 1) * sizeof(*paths));
+	if (!starts || !paths || !nv) {
+		free(starts);
+		free(paths);
+		return close_graph(c, gs_fail(1, "randomwalk: %s", nv ? "out of memory" :
+					      "no vertices"));
+	}
+	for (uint64_t i = 0; i < c->walks; i++)
+		starts[i] = (i * 0x9e3779b97f4a7c15ULL ^ c->seed) % nv;
+	t0 = now();
+	ret = gs_graph_randomwalk(c->g, starts, c->walks, len, c->seed, paths, &c->ao);
+	if (!ret) {
+		for (uint64_t i = 0; i < c->walks * (len + 1); i++)
+			steps += i % (len + 1) && paths[i] != GS_GRAPH_NO_VERTEX;
+		printf("randomwalk: %" PRIu64 " walks, %" PRIu64 " steps, %.3f s\n", c->walks,
+		       steps, now() - t0);
+		f = out_file(c);
+		for (uint64_t i = 0; f && i < c->walks; i++) {
+			for (unsigned s = 0; s <= len && paths[i * (len + 1) + s] !=
+			     GS_GRAPH_NO_VERTEX; s++)
+				fprintf(f, s ? " %" PRIu64 : "%" PRIu64, paths[i * (len + 1) + s]);
+			fputc('\n', f);
+		}
+		out_close(c, f);
+	}
+	free(starts);
+	free(paths);
+	return close_graph(c, ret ? gs_fail(1, "randomwalk: %s", strerror(-ret)) : 0);
+}
+
+static int g_mis(struct gctx *c, int argc, char **argv)
+{
+	uint64_t nv;
+	uint8_t *in;
+	int64_t n;
+	double t0;
+	FILE *f;
+
+	if (argc || open_graph(c, 1))
+		return argc ? gs_usage("graph") : 1;
+	nv = nvertices(c->g);
+	in = malloc(nv ? nv : 1);
+	t0 = now();
+	n = in ? gs_graph_mis(c->g, c->seed, in, &c->ao) : -ENOMEM;
+	if (n < 0) {
+		free(in);
+		return close_graph(c, gs_fail(1, "mis: %s", strerror((int)-n)));
+	}
+	printf("mis: %" PRId64 " vertices, %.3f s\n", n, now() - t0);
+	f = out_file(c);
+	for (uint64_t v = 0; f && v < nv; v++)
+		if (in[v])
+			fprintf(f, "%" PRIu64 "\n", v);
+	out_close(c, f);
+	free(in);
+	return close_graph(c, 0);
+}
+
+static const struct {
+	const char *name;
+	int (*run)(struct gctx *c, int argc, char **argv);
+} subs[] = {
+	{ "info", g_info }, { "neighbors", g_neighbors }, { "update", g_update },
+	{ "merge", g_merge }, { "export-csr", g_export_csr }, { "bfs", g_bfs }, { "cc", g_cc },
+	{ "pagerank", g_pagerank }, { "randomwalk", g_randomwalk }, { "mis", g_mis },
+};
+
+int cmd_graph(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		IMG_LONGOPTS,
+		{ "threads", required_argument, NULL, 'T' },
+		{ "batch", required_argument, NULL, 'B' },
+		{ "csr", no_argument, NULL, 'C' },
+		{ "in", no_argument, NULL, 'I' },
+		{ "source", required_argument, NULL, 'S' },
+		{ "iters", required_argument, NULL, 'i' },
+		{ "damping", required_argument, NULL, 'D' },
+		{ "walks", required_argument, NULL, 'k' },
+		{ "length", required_argument, NULL, 'L' },
+		{ "seed", required_argument, NULL, 's' },
+		{ "top", required_argument, NULL, 't' },
+		{ "out", required_argument, NULL, 'o' },
+		{ 0 }
+	};
+	struct gctx c = { .iters = 20, .damping = 0.85, .walks = 1000, .len = 10, .seed = 1,
+			  .top = 5 };
+	uint64_t x;
+	int ch;
+
+	optind = 1;
+	while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		int r = img_opt(ch, &c.io);
+		char *end;
+
+		if (r > 0)
+			continue;
+		if (r < 0)
+			return gs_usage("graph");
+		if (ch != 'C' && ch != 'I' && ch != 'o' && ch != 'D' && parse_u64(optarg, &x))
+			return gs_usage("graph");
+		switch (ch) {
+		case 'T': c.ao.threads = (unsigned)x; break;
+		case 'B': c.ao.batch = (unsigned)x; break;
+		case 'C': c.csr = 1; break;
+		case 'I': c.in = 1; break;
+		case 'S': c.source = x; break;
+		case 'i': c.iters = x; break;
+		case 'k': c.walks = x ? x : 1; break;
+		case 'L': c.len = x; break;
+		case 's': c.seed = x; break;
+		case 't': c.top = x; break;
+		case 'o': c.out = optarg; break;
+		case 'D':
+			c.damping = strtod(optarg, &end);
+			if (*end || !(c.damping > 0 && c.damping < 1))
+				return gs_fail(2, "--damping takes a number in (0, 1)");
+			break;
+		default:
+			return gs_usage("graph");
+		}
+	}
+	if (argc - optind < 2)
+		return gs_usage("graph");
+	if (img_resolve(&c.io))
+		return 1;
+	c.name = argv[optind + 1];
+	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++)
+		if (!strcmp(subs[i].name, argv[optind]))
+			return subs[i].run(&c, argc - optind - 2, argv + optind + 2);
+	gs_fail(0, "unknown graph command '%s'", argv[optind]);
+	return gs_usage("graph");
+}
