@@ -148,8 +148,9 @@ void gs_q_get_stats(struct gs_q *q, struct gs_q_stats *st);
  *   drop		writes after the crash point do not reach the device but
  *			report success
  *   powercut=N		volatile write cache: writes reach the device only at a
- *			flush (reads see them); after the Nth write the cache is
- *			lost and every later write and flush is silently dropped
+ *			flush (reads see them); power fails during the Nth write:
+ *			it and the cache are lost (with tear=B its first B bytes
+ *			land) and every later write and flush is silently dropped
  * gs_q_fault() changes the spec of a running queue ("" clears, counters
  * restart; data cached by powercut stays until the next flush).
  *

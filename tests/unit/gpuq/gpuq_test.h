@@ -41,6 +41,26 @@ TQ_UNUSED static void tq_cleanup_dir(void)
 	rmdir(tq_dir);
 }
 
+TQ_UNUSED static int tq_group_setup(void **state)
+{
+	(void)state;
+	return tq_setup_dir();
+}
+
+TQ_UNUSED static int tq_group_teardown(void **state)
+{
+	(void)state;
+	tq_cleanup_dir();
+	return 0;
+}
+
+/* Run a group (TEST_FILTER=name picks tests); with a temp dir if @dir. */
+#define tq_run(tests, dir)							\
+	(getenv("TEST_FILTER") ? cmocka_set_test_filter(getenv("TEST_FILTER")) : (void)0, \
+	 _cmocka_run_group_tests(#tests, tests, sizeof(tests) / sizeof((tests)[0]),	\
+				 (dir) ? tq_group_setup : NULL,			\
+				 (dir) ? tq_group_teardown : NULL))
+
 /* Open a queue on a fresh image of @size bytes; O_DIRECT when possible. */
 TQ_UNUSED static int tq_open(struct gs_q **q, struct gs_q_params *p, uint64_t size)
 {

@@ -232,17 +232,6 @@ static void test_named(void **state)
 	free(b);
 }
 
-static int setup(void **state)
-{
-	return tq_setup_dir();
-}
-
-static int teardown(void **state)
-{
-	tq_cleanup_dir();
-	return 0;
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -253,7 +242,5 @@ int main(void)
 		cmocka_unit_test(test_named),
 	};
 
-	if (getenv("TEST_FILTER"))
-		cmocka_set_test_filter(getenv("TEST_FILTER"));
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return tq_run(tests, 1);
 }

@@ -266,17 +266,6 @@ static void test_ring_churn(void **state)
 	free(region);
 }
 
-static int setup(void **state)
-{
-	return tq_setup_dir();
-}
-
-static int teardown(void **state)
-{
-	tq_cleanup_dir();
-	return 0;
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -285,7 +274,5 @@ int main(void)
 		cmocka_unit_test(test_ring_churn),
 	};
 
-	if (getenv("TEST_FILTER"))
-		cmocka_set_test_filter(getenv("TEST_FILTER"));
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return tq_run(tests, 1);
 }

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gstore_q.h"
+#include "gpuq_test.h"
 
 struct run {
 	struct gs_ring *r;
@@ -267,7 +267,5 @@ int main(void)
 		cmocka_unit_test(test_cq_wrap),
 	};
 
-	if (getenv("TEST_FILTER"))
-		cmocka_set_test_filter(getenv("TEST_FILTER"));
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return tq_run(tests, 0);
 }

@@ -469,17 +469,6 @@ static void test_eof_short_read(void **state)
 	gs_q_close(q);
 }
 
-static int setup(void **state)
-{
-	return tq_setup_dir();
-}
-
-static int teardown(void **state)
-{
-	tq_cleanup_dir();
-	return 0;
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -496,7 +485,5 @@ int main(void)
 		cmocka_unit_test(test_eof_short_read),
 	};
 
-	if (getenv("TEST_FILTER"))
-		cmocka_set_test_filter(getenv("TEST_FILTER"));
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return tq_run(tests, 1);
 }
