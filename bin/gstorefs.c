@@ -160,10 +160,12 @@ static char *fsname_opt(const char *image)
 	return s;
 }
 
-static int detached;
+static int detached, log_quiet;
 
 static void log_msg(int level, const char *msg, void *arg)
 {
+	if (log_quiet)
+		return;
 	if (detached)
 		syslog(level, "%s", msg);
 	else
@@ -252,6 +254,26 @@ static int parse_conf(struct conf *c, struct gs_fs_opts *fo)
 	return 0;
 }
 
+/*
+ * umount(2) of a FUSE mount returns before the old daemon has written its
+ * cache back and released the image, so `umount; mount` can find the image
+ * still locked: wait a little for it rather than fail at once.
+ */
+static int mount_fs(struct gs_fs **fs, const struct gs_fs_opts *fo)
+{
+	int ret;
+
+	for (int i = 0; i < 100; i++) {
+		ret = gs_fs_mount(fs, fo);
+		if (ret != -EBUSY)
+			break;
+		log_quiet = 1;	/* said once that it is busy */
+		usleep(100000);
+	}
+	log_quiet = 0;
+	return ret;
+}
+
 static int run_loop(struct fuse_session *se, const struct fuse_cmdline_opts *o,
 		    const struct conf *c)
 {
@@ -327,7 +349,7 @@ int main(int argc, char **argv)
 	sigaddset(&sigs, SIGTERM);
 	sigaddset(&sigs, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &sigs, &oldsigs);
-	ret = gs_fs_mount(&fs, &fo);
+	ret = mount_fs(&fs, &fo);
 	if (ret < 0) {
 		fprintf(stderr, "gstorefs: cannot mount %s: %s\n", c.image, strerror(-ret));
 		ret = 1;

@@ -80,12 +80,14 @@ gs_init() {
 	rm -f "$T/odirect"
 }
 
-# gs_mount [-o OPTS]
-gs_mount() {
+# gs_try_mount [-o OPTS]: 0 when mounted, 1 when gstorefs gave up (its
+# messages are in $T/gstorefs.log)
+gs_try_mount() {
 	local opts=$GS_MNT_OPTS i
 	if [[ ${1:-} == -o ]]; then
 		opts=${opts:+$opts,}$2
 	fi
+	: >"$T/gstorefs.log"
 	"$GSTOREFS" -f "$IMG" "$MNT" ${opts:+-o "$opts"} 2>>"$T/gstorefs.log" &
 	GS_PID=$!
 	for ((i = 0; i < 200; i++)); do
@@ -96,6 +98,15 @@ gs_mount() {
 		kill -0 "$GS_PID" 2>/dev/null || break
 		sleep 0.05
 	done
+	kill -9 "$GS_PID" 2>/dev/null
+	wait "$GS_PID" 2>/dev/null
+	GS_PID=
+	return 1
+}
+
+# gs_mount [-o OPTS]
+gs_mount() {
+	gs_try_mount "$@" && return 0
 	cat "$T/gstorefs.log" >&2
 	fail "gstorefs did not mount $IMG"
 }

@@ -64,7 +64,7 @@ status 1 "$G" import array t "$T/trunc.npy" --image "$IMG"
 status 1 "$G" import array x "$T/raw.bin" --image "$IMG" --shape 7,7
 status 1 "$G" import array x "$T/raw.bin" --image "$IMG" --dtype nosuchtype
 status 2 "$G" import array a/b "$T/m.npy" --image "$IMG"
-status 2 "$G" import graph g "$T/m.npy" --image "$IMG"
+status 2 "$G" import nosuchkind g "$T/m.npy" --image "$IMG"
 status 1 "$G" import array x "$T/nonexistent" --image "$IMG"
 status 1 "$G" export array nosuch "$T/o" --image "$IMG"
 status 0 "$G" export array m "$T/m2.npy" --npy --image "$IMG"

@@ -34,20 +34,41 @@ GS_MOUNTED=0
 wait_gone
 ok "daemon mode"
 
-if [[ $(id -u) -ne 0 ]]; then
-	skip "mount -t/fstab need root (daemon mode passed)"
-fi
-mount -t fuse.gstorefs -o rw,dev,suid,cache=32M "$IMG" "$MNT" || fail "mount -t fuse.gstorefs"
+# mount.fuse3's convention, as mount -t fuse.gstorefs / fstab type fuse.gstorefs
+# use it (they find gstorefs in the sanitized PATH once installed)
+mount.fuse3 "$IMG" "$MNT" -t fuse.gstorefs -o rw,dev,suid,cache=32M ||
+	fail "mount.fuse3 IMAGE DIR -t fuse.gstorefs"
 GS_MOUNTED=1
-[[ $(cat "$MNT/arrays/d") == daemon ]] || fail "data through mount -t"
+[[ $(cat "$MNT/arrays/d") == daemon ]] || fail "data through mount.fuse3"
 opts=$(findmnt -n -o OPTIONS "$MNT")
 [[ $opts == *nosuid* && $opts == *nodev* ]] || fail "suid/dev were not ignored: $opts"
+fusermount3 -u "$MNT" || fail umount
+GS_MOUNTED=0
+wait_gone
+ok "mount.fuse3 -t fuse.gstorefs"
+
+if [[ $(id -u) -ne 0 ]]; then
+	skip "mount(8) and fstab need root (daemon mode and mount.fuse3 passed)"
+fi
+# mount(8) runs helpers with a fixed PATH: the build tree's gstorefs is named
+# in the source ("PROGRAM#IMAGE", type fuse), as an fstab line may do too.
+mount -t fuse -o cache=32M "$GSTOREFS#$IMG" "$MNT" || fail "mount -t fuse PROG#IMAGE"
+GS_MOUNTED=1
+[[ $(findmnt -n -o FSTYPE "$MNT") == fuse.gstorefs ]] || fail "type via mount(8)"
 umount "$MNT" || fail umount
 GS_MOUNTED=0
 wait_gone
-ok "mount -t fuse.gstorefs"
+if [[ $(command -v gstorefs) != "$GSTOREFS" ]] && PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin command -v gstorefs >/dev/null; then
+	mount -t fuse.gstorefs -o cache=32M "$IMG" "$MNT" || fail "mount -t fuse.gstorefs (installed)"
+	GS_MOUNTED=1
+	umount "$MNT" || fail umount
+	GS_MOUNTED=0
+	wait_gone
+	ok "mount -t fuse.gstorefs with the installed gstorefs"
+fi
+ok "mount(8)"
 
-echo "$IMG $MNT fuse.gstorefs defaults,ro,cache=32M 0 0" >"$T/fstab"
+echo "$GSTOREFS#$IMG $MNT fuse defaults,ro,cache=32M 0 0" >"$T/fstab"
 mount -T "$T/fstab" "$MNT" || fail "mount from an fstab line"
 GS_MOUNTED=1
 [[ $(findmnt -n -o OPTIONS "$MNT") == ro,* ]] || fail "not read-only: $(findmnt -n -o OPTIONS "$MNT")"
