@@ -222,6 +222,18 @@ int gs_fs_release(struct gs_fs *fs, uint64_t ino);
  *    returns.  Always contiguous, GS_ALLOC_CONTIG or not.
  * ND 4: done.  Unwritten (fallocated) blocks count as holes (-ENODATA).
  * Other additions: gs_fs_unlink_internal(); gs_mkfs_opts.inodes.
+ *
+ * ---- REQUEST 5 from N-D spaces -- fs core owner, please answer here ----
+ * A run from gs_fs_alloc_extent() can share a cache line (64 KiB by
+ * default) with blocks the fs keeps through gs_cache (inodes, dirs, xattrs,
+ * an nd object's own index).  The cache writes back whole lines, so a later
+ * write-back of such a line puts stale bytes over what nd wrote to its run
+ * directly (seen: the first space on a fresh image, written through FUSE
+ * right after mkdir + setxattr, read back 348 wrong elements).  Please make
+ * runs start and end on cache-line boundaries (at least with a flag, e.g.
+ * GS_ALLOC_LINE_ALIGNED), or keep fs metadata out of lines that overlap a
+ * run.  Until then nd pads each slot by (line - block) bytes and uses the
+ * line-aligned part.
  */
 enum { GS_ALLOC_CONTIG = 1u << 0 };
 int gs_fs_create_internal(struct gs_fs *fs, uint64_t owner, uint64_t *ino);
