@@ -172,6 +172,15 @@ struct gs_q *gs_fs_queue(struct gs_fs *fs);
  *    the space free - also after fsyncdir and after a remount.  Frees stay
  *    pending (alloc_release_pending); an allocation that hits ENOSPC while
  *    frees are pending could commit/checkpoint and retry.
+ * 6. Read policy (bench/fuse-vs-passthrough.sh, 4 KiB O_DIRECT random reads
+ *    of a 256 MiB array with -o cache=1G): gs_fs_read bypasses the cache for
+ *    every aligned read (can_bypass), even when the line is cached, so each
+ *    4 KiB read is a synchronous gs_q_pread: ~3k IOPS vs passthrough_ll's
+ *    ~15k.  The same reads through the cache (an unaligned buffer, as a test)
+ *    give ~28k IOPS, 1.9x passthrough_ll.  Proposed: bypass only for reads of
+ *    at least one cache line (or when the line is not resident); small reads
+ *    go through the cache.  fuse.c hands gs_fs_read page-aligned buffers of
+ *    up to 1 MiB (FUSE max_read), so large reads can still go around.
  */
 int gs_fs_open(struct gs_fs *fs, uint64_t ino, int flags);
 int gs_fs_release(struct gs_fs *fs, uint64_t ino);
