@@ -9,6 +9,7 @@ static const struct gs_backend_ops *const backends[] = {
 	&gs_backend_uring,
 	&gs_backend_fault,
 	&gs_backend_nvme,
+	&gs_backend_uring_passthru,
 };
 
 const struct gs_backend_ops *gs_backend_find(const char *name)

@@ -65,26 +65,46 @@ static void region_release(struct kref *ref)
 	kfree(r);
 }
 
-static struct gstore_region *region_new(struct gstore_file *f, enum gstore_region_type type,
-					u64 size, u32 flags)
+static struct gstore_region *region_alloc(struct gstore_file *f, enum gstore_region_type type,
+					  u64 size, u32 flags)
 {
 	struct gstore_region *r = kzalloc(sizeof(*r), GFP_KERNEL);
-	int id;
 
 	if (!r)
-		return ERR_PTR(-ENOMEM);
+		return NULL;
 	kref_init(&r->ref);
 	r->gd = f->gd;
 	r->type = type;
 	r->size = size;
 	r->flags = flags;
 	r->mem_freed = true;	/* nothing to free until the caller fills it in */
-	id = idr_alloc(&f->regions, r, 1, GSTORE_MAX_REGIONS, GFP_KERNEL);
-	if (id < 0) {
-		kfree(r);
-		return ERR_PTR(id == -ENOSPC ? -ENOMEM : id);
-	}
+	return r;
+}
+
+/* Give a region its handle (file lock held). */
+static int region_insert(struct gstore_file *f, struct gstore_region *r)
+{
+	int id = idr_alloc(&f->regions, r, 1, GSTORE_MAX_REGIONS, GFP_KERNEL);
+
+	if (id < 0)
+		return id == -ENOSPC ? -ENOMEM : id;
 	r->handle = id;
+	return 0;
+}
+
+static struct gstore_region *region_new(struct gstore_file *f, enum gstore_region_type type,
+					u64 size, u32 flags)
+{
+	struct gstore_region *r = region_alloc(f, type, size, flags);
+	int ret;
+
+	if (!r)
+		return ERR_PTR(-ENOMEM);
+	ret = region_insert(f, r);
+	if (ret) {
+		kfree(r);
+		return ERR_PTR(ret);
+	}
 	return r;
 }
 
@@ -208,6 +228,11 @@ static long ioc_dma_alloc(struct gstore_file *f, void *arg)
 	return 0;
 }
 
+/*
+ * Pinning may take mmap_lock, and mmap() calls us with mmap_lock held and
+ * then takes the file lock: so MAP_USER pins and maps without the file lock
+ * and takes it only to publish the region.
+ */
 static long ioc_map_user(struct gstore_file *f, void *arg)
 {
 	struct gstore_map_user *m = arg;
@@ -225,9 +250,9 @@ static long ioc_map_user(struct gstore_file *f, void *arg)
 	n = m->len >> PAGE_SHIFT;
 	if (!access_ok(bus, n * sizeof(u64)))
 		return -EFAULT;
-	r = region_new(f, GSTORE_REG_USER, m->len, m->flags);
-	if (IS_ERR(r))
-		return PTR_ERR(r);
+	r = region_alloc(f, GSTORE_REG_USER, m->len, m->flags);
+	if (!r)
+		return -ENOMEM;
 	ret = -ENOMEM;
 	r->pages = kvcalloc(n, sizeof(*r->pages), GFP_KERNEL);
 	r->addrs = kvcalloc(n, sizeof(*r->addrs), GFP_KERNEL);
@@ -247,14 +272,19 @@ static long ioc_map_user(struct gstore_file *f, void *arg)
 	for (i = 0; i < n; i++) {
 		r->addrs[i] = dma_map_page(dev, r->pages[i], 0, PAGE_SIZE, dir);
 		if (dma_mapping_error(dev, r->addrs[i]))
-			goto drop;
+			goto put;
 		r->nmapped++;
 		if (put_user((u64)r->addrs[i], &bus[i])) {
 			ret = -EFAULT;
-			goto drop;
+			goto put;
 		}
 		cond_resched();
 	}
+	mutex_lock(&f->lock);
+	ret = f->dead ? -ENODEV : region_insert(f, r);
+	mutex_unlock(&f->lock);
+	if (ret)
+		goto put;
 	m->handle = r->handle;
 	return 0;
 
@@ -263,8 +293,8 @@ free_arrays:
 	kvfree(r->addrs);
 	r->pages = NULL;
 	r->addrs = NULL;
-drop:
-	region_drop(f, r);
+put:
+	kref_put(&r->ref, region_release);
 	return ret;
 }
 
@@ -425,13 +455,15 @@ struct gstore_ioctl_desc {
 	unsigned int cmd;
 	long (*fn)(struct gstore_file *f, void *arg);
 	void (*undo)(struct gstore_file *f, void *arg);
+	bool unlocked;		/* fn takes the file lock itself */
 };
 
 #define IOC(c, f, u) [_IOC_NR(c)] = { .cmd = (c), .fn = (f), .undo = (u) }
+#define IOC_UNLOCKED(c, f, u) [_IOC_NR(c)] = { .cmd = (c), .fn = (f), .undo = (u), .unlocked = true }
 static const struct gstore_ioctl_desc gstore_ioctls[] = {
 	IOC(GSTORE_IOC_INFO, ioc_info, NULL),
 	IOC(GSTORE_IOC_DMA_ALLOC, ioc_dma_alloc, undo_dma_alloc),
-	IOC(GSTORE_IOC_MAP_USER, ioc_map_user, undo_map_user),
+	IOC_UNLOCKED(GSTORE_IOC_MAP_USER, ioc_map_user, undo_map_user),
 	IOC(GSTORE_IOC_UNMAP, ioc_unmap, NULL),
 	IOC(GSTORE_IOC_MAP_GPU, ioc_map_gpu, undo_map_gpu),
 	IOC(GSTORE_IOC_CREATE_QP, ioc_create_qp, undo_create_qp),
@@ -468,10 +500,15 @@ static long gstore_ioctl(struct file *file, unsigned int cmd, unsigned long uarg
 	if ((_IOC_DIR(cmd) & _IOC_WRITE) && copy_from_user(&arg, up, size))
 		return -EFAULT;
 
-	mutex_lock(&f->lock);
-	ret = f->dead ? -ENODEV : d->fn(f, &arg);
+	if (d->unlocked) {
+		ret = d->fn(f, &arg);
+		mutex_lock(&f->lock);
+	} else {
+		mutex_lock(&f->lock);
+		ret = f->dead ? -ENODEV : d->fn(f, &arg);
+	}
 	if (!ret && (_IOC_DIR(cmd) & _IOC_READ) && copy_to_user(up, &arg, size)) {
-		if (d->undo)
+		if (d->undo && !f->dead)
 			d->undo(f, &arg);
 		ret = -EFAULT;
 	}

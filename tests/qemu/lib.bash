@@ -10,7 +10,8 @@
 #                    first), checks dmesg, powers off; boots it under TCG
 #                    with an emulated NVMe controller; output in $W/NAME.log
 #
-# Guest kernel command line: panic_on_warn=1 oops=panic slub_debug=FZPU, so a
+# The machine is q35: on i440fx every PCI bind/unbind spends seconds in ACPI
+# interrupt-link methods under TCG.  Guest kernel command line: panic_on_warn=1 oops=panic slub_debug=FZPU, so a
 # WARN or BUG ends the boot without the "GS-EXIT 0" line.
 qemu_skip() {
 	echo "skip: $*"
@@ -67,7 +68,8 @@ qemu_setup() {
 	local cflags=(-static -O2 -g -std=gnu11 -Wall -Wextra -Werror -Wno-unused-parameter
 		      -D_GNU_SOURCE -I"$ROOT/include" -I"$ROOT/uapi" -I"$ROOT/lib" -I"$ROOT" -pthread)
 	if ! gcc "${cflags[@]}" -o "$W/root/bin/gsnvme" "$ROOT/tests/qemu/guest/gsnvme.c" \
-		"$ROOT/gpuq/nvme.c" "$ROOT/lib/log.c" >"$W/gcc.log" 2>&1; then
+		"$ROOT/gpuq/nvme.c" "$ROOT/gpuq/passthru.c" "$ROOT/lib/log.c" -luring \
+		>"$W/gcc.log" 2>&1; then
 		cat "$W/gcc.log"
 		echo "FAIL: guest programs do not build"
 		exit 1
@@ -118,7 +120,7 @@ EOF
 
 	local append="console=ttyS0 panic=-1 panic_on_warn=1 oops=panic slub_debug=FZPU"
 	append+=" loglevel=4 rdinit=/init ${GS_QEMU_APPEND:-}"
-	timeout -k 5 "${GS_QEMU_TIMEOUT:-600}" qemu-system-x86_64 -accel tcg -m 1G -smp 2 \
+	timeout -k 5 "${GS_QEMU_TIMEOUT:-600}" qemu-system-x86_64 -accel tcg -machine q35 -m 1G -smp 2 \
 		-nographic -no-reboot -monitor none -serial stdio -nic none \
 		-kernel "$KERNEL" -initrd "$W/initrd.gz" -append "$append" \
 		-drive "file=$W/disk.img,if=none,id=nv0,format=raw" \

@@ -11,6 +11,7 @@
  *   gsnvme hold DEV                       I/O until killed (prints "hold: running")
  *   gsnvme pwrite DEV KIB SEED            pattern into the first KIB through the module
  *   gsnvme pcheck BLKDEV KIB SEED         check it through the kernel driver
+ *   gsnvme ptcheck NGDEV KIB SEED         check it through the "uring-passthru" backend
  *   gsnvme fuzz DEV ITERS                 bad ioctls and mmaps
  */
 #include <errno.h>
@@ -419,8 +420,8 @@ static int cmd_hold(const char *dev)
 	struct shared_ctx s = { .nqps = 2, .ios = 1u << 30 };
 	struct gstore_info in;
 	struct gs_kmap m;
-	struct thr t[4];
-	size_t memlen = 4 * (2 * MAXIO + 8192);
+	struct thr t[2];
+	size_t memlen = 2 * (2 * MAXIO + 8192);
 
 	CHECK(!gs_kmod_info(fd, &in), "INFO");
 	s.nsid = in.ns[0].nsid;
@@ -432,13 +433,13 @@ static int cmd_hold(const char *dev)
 	s.mem = aligned_alloc(4096, memlen);
 	CHECK(!gs_kmap_user(fd, s.mem, memlen, 0, &m), "MAP_USER");
 	s.m = &m;
-	for (i = 0; i < 4; i++) {
+	for (i = 0; i < 2; i++) {
 		t[i] = (struct thr){ .s = &s, .id = i, .seed = 7 + i };
 		pthread_create(&t[i].th, NULL, shared_thread, &t[i]);
 	}
 	printf("hold: running\n");
 	fflush(stdout);
-	for (i = 0; i < 4; i++)
+	for (i = 0; i < 2; i++)
 		pthread_join(t[i].th, NULL);
 	return 1;
 }
@@ -481,6 +482,54 @@ static int cmd_pcheck(const char *blk, uint32_t kib, uint64_t seed)
 	}
 	close(fd);
 	printf("ok pcheck\n");
+	return 0;
+}
+
+/* the same pattern through the uring-passthru backend, plus a write + read */
+static int cmd_ptcheck(const char *ng, uint32_t kib, uint64_t seed)
+{
+	const struct gs_backend_ops *ops = &gs_backend_uring_passthru;
+	struct gs_q_params p = { .backend = "uring-passthru", .path = ng };
+	char *buf = aligned_alloc(4096, 65536), *want = malloc(65536);
+	struct gs_bio bio, *io = &bio, *done;
+	struct gs_q_geom g;
+	struct gs_bdev *bd;
+	struct gs_bq *q;
+	uint64_t off;
+	int64_t res;
+	int ret;
+
+	ret = ops->open(&bd, &p);
+	CHECK(!ret, "open %s: %s", ng, strerror(-ret));
+	CHECK(!ops->geometry(bd, &g) && g.lba_size == 512 && g.capacity, "geometry");
+	CHECK(!ops->queue_create(bd, 8, -1, &q), "queue_create");
+	for (off = 0; off <= (uint64_t)kib << 10; off += 65536) {
+		int last = off == (uint64_t)kib << 10;
+
+		bio = (struct gs_bio){ .op = last ? GS_OP_WRITE : GS_OP_READ, .len = 65536,
+				       .off = off, .buf = buf, .buf_index = -1 };
+		if (last)
+			pattern(buf, 65536, off, seed + 1);
+		CHECK(ops->submit(q, &io, 1) == 1, "submit");
+		while ((ret = ops->reap(q, &done, &res, 1)) == 0)
+			ops->wait(q, 1000);
+		CHECK(ret == 1 && res == 65536, "passthru I/O at %" PRIu64 ": %" PRId64, off, res);
+		if (last) {
+			bio.op = GS_OP_READ;
+			memset(buf, 0, 65536);
+			CHECK(ops->submit(q, &io, 1) == 1, "submit");
+			while ((ret = ops->reap(q, &done, &res, 1)) == 0)
+				ops->wait(q, 1000);
+			CHECK(ret == 1 && res == 65536, "passthru read back");
+			pattern(want, 65536, off, seed + 1);
+		} else {
+			pattern(want, 65536, off, seed);
+		}
+		CHECK(!memcmp(buf, want, 65536), "mismatch at %" PRIu64, off);
+	}
+	ops->queue_destroy(q);
+	ops->close(bd);
+	printf("ok ptcheck\n");
 	return 0;
 }
 
@@ -593,6 +642,8 @@ int main(int argc, char **argv)
 		ret = cmd_pwrite(dev, atoi(argv[3]), strtoull(argv[4], NULL, 0));
 	else if (!strcmp(c, "pcheck") && argc == 5)
 		ret = cmd_pcheck(dev, atoi(argv[3]), strtoull(argv[4], NULL, 0));
+	else if (!strcmp(c, "ptcheck") && argc == 5)
+		ret = cmd_ptcheck(dev, atoi(argv[3]), strtoull(argv[4], NULL, 0));
 	else if (!strcmp(c, "fuzz") && argc == 4)
 		ret = cmd_fuzz(dev, atoi(argv[3]));
 	else {
