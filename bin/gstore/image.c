@@ -126,12 +126,13 @@ int cmd_mkfs(int argc, char **argv)
 
 static void fsck_line(void *arg, const char *line)
 {
+	(*(unsigned *)arg)++;
 	printf("%s\n", line);
 }
 
 int cmd_fsck(int argc, char **argv)
 {
-	unsigned flags = 0;
+	unsigned flags = 0, lines = 0;
 	int c, ret, no = 0, yes = 0;
 	const char *path;
 	char *mnt;
@@ -174,12 +175,12 @@ int cmd_fsck(int argc, char **argv)
 	}
 	if (yes)
 		flags |= GS_FSCK_REPAIR;
-	ret = gs_fs_fsck(path, flags, fsck_line, NULL);
+	ret = gs_fs_fsck(path, flags, fsck_line, &lines);
 	if (ret < 0) {
 		gs_fail(0, "fsck %s: %s", path, strerror(-ret));
 		return GS_FSCK_ERROR;
 	}
-	if (ret == GS_FSCK_OK)
+	if (ret == GS_FSCK_OK && !lines)
 		printf("%s: clean\n", path);
 	else if (ret & GS_FSCK_UNCORRECTED)
 		printf("%s: errors left uncorrected%s\n", path, yes ? "" : " (run with -y to repair)");
