@@ -9,6 +9,7 @@ command -v fio >/dev/null || skip "no fio"
 gs_init 2G
 gs_mount
 A=$MNT/arrays
+cd "$T"	# fio leaves verify state files in the working directory
 
 run_fio() {	# NAME ARGS...
 	local name=$1

@@ -12,6 +12,7 @@ gs_mount
 A=$MNT/arrays
 mkdir "$A/stress"
 chmod 777 "$A/stress"
+cd "$A/stress"	# some stressors create files in the working directory
 # not about this mount: bind-mount/binderfs (namespaces), procfs (/proc)
 timeout -k 5 150 stress-ng --class filesystem --seq 1 --timeout 2 --temp-path "$A/stress" \
 	--exclude bind-mount,binderfs,procfs --metrics-brief >"$T/stress.out" 2>&1
@@ -22,6 +23,7 @@ echo "stress-ng exit $rc"
 gs_alive || { tail -20 "$T/gstorefs.log"; fail "daemon died under stress-ng"; }
 ls "$A" >/dev/null || fail "mount unusable"
 echo after >"$A/after" && [[ $(cat "$A/after") == after ]] || fail "I/O after stress"
+cd "$T"
 rm -rf "$A/stress"
 gs_umount
 "$GSTORE" fsck -n "$IMG" >"$T/fsck.out" || { cat "$T/fsck.out"; fail "fsck after stress"; }
