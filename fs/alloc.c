@@ -84,6 +84,54 @@ static uint64_t count_zero(const uint64_t *map, uint64_t nbits)
 	return z;
 }
 
+static void alloc_finish(struct gs_fs *fs)
+{
+	struct alloc *a = &fs->al;
+	const struct gs_layout *l = &fs->l;
+
+	/* Metadata regions are never allocatable, whatever the bitmap says. */
+	for (uint64_t i = 0; i < l->itable_start + l->itable_blocks; i++)
+		a->map[i >> 6] |= 1ULL << (i & 63);
+	for (uint64_t i = l->journal_start; i < l->journal_start + l->journal_blocks; i++)
+		a->map[i >> 6] |= 1ULL << (i & 63);
+	for (uint64_t k = l->nblocks; k < ((l->nblocks + 63) & ~63ULL); k++)
+		a->map[k >> 6] |= 1ULL << (k & 63);
+	for (uint64_t k = l->ninodes; k < ((l->ninodes + 63) & ~63ULL); k++)
+		a->imap[k >> 6] |= 1ULL << (k & 63);
+	a->imap[0] |= 3;	/* inode 0 never, 1 is the root */
+	memset(a->gfree, 0, a->ngroups * sizeof(*a->gfree));
+	for (uint64_t i = 0; i < l->nblocks; i++)
+		if (!bit_test(a->map, i))
+			a->gfree[i >> GS_AGROUP_SHIFT]++;
+	a->nfree = count_zero(a->map, l->nblocks);
+	a->ifree = count_zero(a->imap, l->ninodes);
+	a->reserve = l->nblocks / 100;
+	if (a->reserve < 32)
+		a->reserve = 32;
+	if (a->reserve > 8192)
+		a->reserve = 8192;
+	a->cursor = l->journal_start + l->journal_blocks;
+	if (a->cursor >= l->nblocks)
+		a->cursor = 0;
+}
+
+int alloc_adopt(struct gs_fs *fs, uint64_t *map, uint64_t *imap)
+{
+	struct alloc *a = &fs->al;
+
+	alloc_destroy(fs);
+	a->nbits = fs->l.nblocks;
+	a->map = map;
+	a->imap = imap;
+	a->ninodes = fs->l.ninodes;
+	a->ngroups = (fs->l.nblocks + GS_AGROUP - 1) >> GS_AGROUP_SHIFT;
+	a->gfree = calloc(a->ngroups, sizeof(*a->gfree));
+	if (!a->gfree)
+		return -ENOMEM;
+	alloc_finish(fs);
+	return 0;
+}
+
 int alloc_init(struct gs_fs *fs)
 {
 	struct alloc *a = &fs->al;
@@ -109,23 +157,7 @@ int alloc_init(struct gs_fs *fs)
 	pthread_mutex_unlock(&fs->ns);
 	if (ret < 0)
 		return ret;
-	/* Metadata regions are never allocatable, whatever the bitmap says. */
-	for (uint64_t i = 0; i < l->itable_start + l->itable_blocks; i++)
-		a->map[i >> 6] |= 1ULL << (i & 63);
-	for (uint64_t i = l->journal_start; i < l->journal_start + l->journal_blocks; i++)
-		a->map[i >> 6] |= 1ULL << (i & 63);
-	a->imap[0] |= 3;	/* inode 0 never, 1 is the root */
-	for (uint64_t i = 0; i < l->nblocks; i++)
-		if (!bit_test(a->map, i))
-			a->gfree[i >> GS_AGROUP_SHIFT]++;
-	a->nfree = count_zero(a->map, l->nblocks);
-	a->ifree = count_zero(a->imap, l->ninodes);
-	a->reserve = l->nblocks / 100;
-	if (a->reserve < 32)
-		a->reserve = 32;
-	if (a->reserve > 8192)
-		a->reserve = 8192;
-	a->cursor = l->journal_start + l->journal_blocks;
+	alloc_finish(fs);
 	return 0;
 }
 

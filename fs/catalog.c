@@ -400,7 +400,7 @@ static int orphan_del(struct gs_fs *fs, struct gs_inode *ip)
 
 int orphans_cleanup(struct gs_fs *fs)
 {
-	struct gs_inode *root;
+	struct gs_inode *root = NULL;
 	uint32_t n = 0;
 	int ret;
 
@@ -1099,4 +1099,10 @@ put:
 	iput(fs, ip);
 	pthread_mutex_unlock(&fs->ns);
 	return ret;
+}
+
+/* fsck: take an object off the orphan list (it is linked again). */
+int orphan_unlist(struct gs_fs *fs, struct gs_inode *ip)
+{
+	return orphan_del(fs, ip);
 }

@@ -234,6 +234,7 @@ struct gs_fs {
 	struct gs_layout l;
 	struct gs_dsuper sb;	/* current superblock image (under ns) */
 	bool rdonly;
+	bool sb_from_copy;	/* the primary superblock was bad */
 	int lock_fd;
 	char *path;
 
@@ -291,6 +292,8 @@ static inline uint64_t blk2off(const struct gs_fs *fs, uint64_t blk)
 
 /* alloc.c */
 int alloc_init(struct gs_fs *fs);
+/* fsck: adopt computed maps (ownership passes) instead of the on-disk bitmaps. */
+int alloc_adopt(struct gs_fs *fs, uint64_t *map, uint64_t *imap);
 void alloc_destroy(struct gs_fs *fs);
 /* Reserve up to @len blocks near @goal (in memory only).  Returns blocks in
  * *got at *blk; -ENOSPC if none.  @meta may use the metadata reserve. */
@@ -321,6 +324,12 @@ int ifree_object(struct gs_fs *fs, struct gs_inode *ip);
 void inode_decode(struct inode_m *m, const struct gs_dinode *d);
 void inode_encode(struct gs_dinode *d, const struct inode_m *m);
 uint64_t itable_blk(const struct gs_fs *fs, uint64_t ino, uint32_t *off);
+
+/* xattr.c, for fsck */
+int xattr_check(struct gs_fs *fs, uint64_t blk, uint64_t ino);
+
+/* catalog.c, for fsck */
+int orphan_unlist(struct gs_fs *fs, struct gs_inode *ip);
 
 /* dir.c */
 void dir_index_free(struct dindex *d);

@@ -770,24 +770,89 @@ static int walk_tx(struct gs_fs *fs, struct scan *s, uint8_t *blk, uint8_t *img,
 	}
 }
 
-/* Walk the journal from the tail; with @apply replay it.  *ntx: complete
- * transactions found; *end / *end_seq: where the next one would go. */
-static int walk_journal(struct gs_fs *fs, bool apply, uint64_t *ntx, uint64_t *nblk,
-			uint64_t *end, uint64_t *end_seq)
+/* Does the block at ring @pos look like ours for @seq (magic, type, seq)
+ * even though it failed verification?  Then it was damaged, not torn off. */
+static bool looks_ours(const uint8_t *b, uint64_t seq)
+{
+	const struct gs_dblk *h = (const void *)b;
+	uint16_t t = ld16(h->type);
+
+	return ld32(h->magic) == GS_BLK_MAGIC && ld64(h->owner) == seq &&
+	       (t == GS_BT_JDESC || t == GS_BT_JCOMMIT);
+}
+
+/*
+ * The transaction at @pos with @seq is incomplete.  Normally it was the
+ * last one, torn by the crash.  But if transaction seq + 1 exists, @seq
+ * was damaged later (media errors): since every commit first flushes the
+ * cache, all transactions before seq + 1 are home already and replay must
+ * go on from seq + 1.  Look where it would start, and if the damaged
+ * transaction's own blocks do not tell, search the whole ring.
+ */
+static int find_next(struct gs_fs *fs, uint64_t pos, uint64_t seq, uint8_t *blk,
+		     uint64_t *next)
 {
 	struct journal *j = &fs->j;
-	struct scan s = { .pos = j->tail, .seq = j->tail_seq };
-	uint8_t *blk, *img;
+	uint32_t per = tags_per_desc(fs);
+	uint64_t p = pos, walked = 0;
+	bool suspicious = false;
+	int ret;
+
+	for (;;) {	/* skip the descriptors and images we can read */
+		const struct gs_djdesc *d = (const void *)blk;
+		uint32_t cnt;
+
+		ret = ring_read(fs, blk, p);
+		if (ret < 0)
+			return ret;
+		if (check_jblk(fs, blk, p, seq, GS_BT_JDESC)) {
+			suspicious |= looks_ours(blk, seq);
+			break;
+		}
+		cnt = ld32(d->nr);
+		if (!cnt || cnt > per || walked + cnt + 1 >= j->nblocks)
+			return 0;
+		walked += cnt + 1;
+		p = (p + cnt + 1) % j->nblocks;
+	}
+	/* p: where the commit (or the damaged descriptor) is */
+	for (int k = 0; k < 2; k++) {
+		uint64_t q = (p + k) % j->nblocks;
+
+		ret = ring_read(fs, blk, q);
+		if (ret < 0)
+			return ret;
+		if (!check_jblk(fs, blk, q, seq + 1, GS_BT_JDESC)) {
+			*next = q;
+			return 1;
+		}
+	}
+	if (!suspicious)
+		return 0;
+	for (uint64_t q = 0; q < j->nblocks; q++) {
+		ret = ring_read(fs, blk, q);
+		if (ret < 0)
+			return ret;
+		if (!check_jblk(fs, blk, q, seq + 1, GS_BT_JDESC)) {
+			*next = q;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* Walk complete transactions from (@pos, @seq); with @apply write them home.
+ * @ntx: how many; @end, @end_seq: the first incomplete one. */
+static int walk_chain(struct gs_fs *fs, uint64_t pos, uint64_t seq, bool apply, uint8_t *blk,
+		      uint8_t *img, uint64_t *ntx, uint64_t *nblk, uint64_t *end,
+		      uint64_t *end_seq)
+{
+	struct journal *j = &fs->j;
+	struct scan s = { .pos = pos, .seq = seq };
 	uint64_t total = 0;
 	int ret = 0;
 
 	*ntx = *nblk = 0;
-	if (posix_memalign((void **)&blk, 4096, fs->bs))
-		return -ENOMEM;
-	if (posix_memalign((void **)&img, 4096, fs->bs)) {
-		free(blk);
-		return -ENOMEM;
-	}
 	while (total < j->nblocks) {
 		struct scan t = s;
 
@@ -810,47 +875,103 @@ static int walk_journal(struct gs_fs *fs, bool apply, uint64_t *ntx, uint64_t *n
 		s.pos = (s.pos + t.nblocks) % j->nblocks;
 		s.seq++;
 	}
-	free(blk);
-	free(img);
 	*end = s.pos;
 	*end_seq = s.seq;
 	return ret < 0 ? ret : 0;
 }
 
+/*
+ * Find the transactions replay must apply: from the tail, or from just
+ * after the last damaged transaction.  Out: @start, @start_seq: the first
+ * to apply; @ntx of them; @end, @end_seq: where the journal ends.
+ */
+static int plan_replay(struct gs_fs *fs, uint8_t *blk, uint8_t *img, uint64_t *start,
+		       uint64_t *start_seq, uint64_t *ntx, uint64_t *nblk, uint64_t *end,
+		       uint64_t *end_seq)
+{
+	struct journal *j = &fs->j;
+	uint64_t pos = j->tail, seq = j->tail_seq;
+	int ret;
+
+	for (uint64_t round = 0; round < j->nblocks; round++) {
+		uint64_t next;
+
+		ret = walk_chain(fs, pos, seq, false, blk, img, ntx, nblk, end, end_seq);
+		if (ret < 0)
+			return ret;
+		*start = pos;
+		*start_seq = seq;
+		ret = find_next(fs, *end, *end_seq, blk, &next);
+		if (ret <= 0)
+			return ret;
+		gs_warn("gstore: %s: journal transaction %" PRIu64 " is damaged; the ones "
+			"before it are home, replaying from %" PRIu64, fs->path, *end_seq,
+			*end_seq + 1);
+		pos = next;
+		seq = *end_seq + 1;
+	}
+	return -EUCLEAN;
+}
+
+static int jbufs(struct gs_fs *fs, uint8_t **blk, uint8_t **img)
+{
+	if (posix_memalign((void **)blk, 4096, fs->bs))
+		return -ENOMEM;
+	if (posix_memalign((void **)img, 4096, fs->bs)) {
+		free(*blk);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
 int jnl_scan(struct gs_fs *fs, uint64_t *ntx, uint64_t *nblocks)
 {
-	uint64_t end, seq;
+	uint64_t start, sseq, end, eseq;
+	uint8_t *blk, *img;
+	int ret = jbufs(fs, &blk, &img);
 
-	return walk_journal(fs, false, ntx, nblocks, &end, &seq);
+	if (ret < 0)
+		return ret;
+	ret = plan_replay(fs, blk, img, &start, &sseq, ntx, nblocks, &end, &eseq);
+	free(blk);
+	free(img);
+	return ret;
 }
 
 int jnl_replay(struct gs_fs *fs, uint64_t *replayed)
 {
 	struct journal *j = &fs->j;
-	uint64_t ntx, nblk, end, seq;
-	int ret;
+	uint64_t start, sseq, ntx, nblk, end, seq;
+	uint8_t *blk, *img;
+	int ret = jbufs(fs, &blk, &img);
 
-	ret = walk_journal(fs, false, &ntx, &nblk, &end, &seq);
 	if (ret < 0)
 		return ret;
-	*replayed = ntx;
-	if (!ntx)
-		return 0;
+	*replayed = 0;
+	ret = plan_replay(fs, blk, img, &start, &sseq, &ntx, &nblk, &end, &seq);
+	if (ret < 0 || (!ntx && start == j->tail))
+		goto out;
 	if (fs->rdonly) {
 		gs_err("gstore: %s needs journal recovery: mount read-write or run fsck",
 		       fs->path);
-		return -EROFS;
+		ret = -EROFS;
+		goto out;
 	}
-	ret = walk_journal(fs, true, &ntx, &nblk, &end, &seq);
+	ret = walk_chain(fs, start, sseq, true, blk, img, &ntx, &nblk, &end, &seq);
 	if (ret < 0)
-		return ret;
+		goto out;
+	*replayed = ntx;
 	ret = fs_flush_all(fs);
 	if (ret < 0)
-		return ret;
+		goto out;
 	j->tail = j->head = end;
 	j->tail_seq = j->seq = seq;
 	j->used = 0;
 	fs->sb.j_tail = st64(end);
 	fs->sb.j_seq = st64(seq);
-	return sb_write(fs);
+	ret = sb_write(fs);
+out:
+	free(blk);
+	free(img);
+	return ret;
 }

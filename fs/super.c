@@ -322,6 +322,7 @@ int fs_open_common(struct gs_fs **fsp, const struct gs_fs_opts *o, bool for_fsck
 	ret = sb_load(fs, g.capacity, &used_copy);
 	if (ret < 0)
 		goto close_q;
+	fs->sb_from_copy = used_copy;
 	if (used_copy)
 		gs_warn("gstore: %s: primary superblock bad, using the copy in block 1", o->path);
 	fs->bs = fs->l.bs;

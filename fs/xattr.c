@@ -350,3 +350,21 @@ unlock:
 	free(v);
 	return ret;
 }
+
+/* fsck: is @blk a sound xattr block of @ino? */
+int xattr_check(struct gs_fs *fs, uint64_t blk, uint64_t ino)
+{
+	struct xa *v = malloc(xa_max(fs) * sizeof(*v));
+	struct mbuf *m;
+	int ret;
+
+	if (!v)
+		return -ENOMEM;
+	ret = mb_get(fs, blk, GS_BT_XATTR, &m);
+	if (!ret && ld64(((struct gs_dblk *)m->data)->owner) != ino)
+		ret = -EUCLEAN;
+	if (!ret)
+		ret = xa_parse(fs, m->data, v, xa_max(fs));
+	free(v);
+	return ret < 0 ? ret : 0;
+}

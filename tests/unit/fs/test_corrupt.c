@@ -1,0 +1,459 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Corrupted and truncated images: mount and fsck give clean errors (never
+ * a crash), fsck repairs what it can and a second check is clean; the
+ * journal replays only whole, checksummed transactions.  Ends with random
+ * byte flips in the metadata of an image (a quick in-process fuzz).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <endian.h>
+#include <errno.h>
+#include <sys/wait.h>
+
+#include "fs_test.h"
+#include "crc32c.h"
+#include "gstore_format.h"
+
+static char *img, *gold;
+static uint32_t bs = 4096;
+
+static void fsck_print(void *arg, const char *line)
+{
+	if (getenv("GS_TEST_VERBOSE"))
+		fprintf(stderr, "fsck: %s\n", line);
+}
+
+static int fsck(unsigned flags)
+{
+	return gs_fs_fsck(img, flags | GS_FSCK_FORCE, fsck_print, NULL);
+}
+
+static void copy_file(const char *from, const char *to)
+{
+	char cmd[1200];
+
+	snprintf(cmd, sizeof(cmd), "cp --sparse=always '%s' '%s'", from, to);
+	assert_int_equal(system(cmd), 0);
+}
+
+static void sb_read(struct gs_dsuper *sb)
+{
+	int fd = open(img, O_RDONLY);
+
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, sb, sizeof(*sb), 0), sizeof(*sb));
+	close(fd);
+}
+
+static void flip(uint64_t off, uint8_t mask)
+{
+	int fd = open(img, O_RDWR);
+	uint8_t b;
+
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, &b, 1, off), 1);
+	b ^= mask;
+	assert_int_equal(pwrite(fd, &b, 1, off), 1);
+	close(fd);
+}
+
+static int mount_img(struct gs_fs **fs)
+{
+	return test_mount(fs, img);
+}
+
+/* The golden image: some files in arrays/, enough to fill 2 inode blocks. */
+static int setup(void **state)
+{
+	struct gs_fs *fs;
+	struct gs_stat arr, st;
+	char name[32];
+
+	gs_set_log_func(test_log, NULL);
+	img = test_image_path("corrupt");
+	gold = test_image_path("corrupt-gold");
+	if (test_mkfs(gold, 32u << 20, bs) || test_mount(&fs, gold))
+		return -1;
+	if (gs_fs_lookup(fs, GS_ROOT_INO, "arrays", &arr))
+		return -1;
+	for (int i = 0; i < 40; i++) {
+		sprintf(name, "f%d", i);
+		if (gs_fs_create(fs, arr.ino, name, GS_T_ARRAY, 0644, 0, 0, &st) ||
+		    gs_fs_write(fs, st.ino, name, strlen(name), 0) < 0 ||
+		    gs_fs_setxattr(fs, st.ino, "user.x", "1", 1, 0))
+			return -1;
+	}
+	return gs_fs_unmount(fs);
+}
+
+static int teardown(void **state)
+{
+	unlink(img);
+	unlink(gold);
+	free(img);
+	free(gold);
+	return 0;
+}
+
+static int fresh(void **state)
+{
+	copy_file(gold, img);
+	return 0;
+}
+
+static void test_sb_primary(void **state)
+{
+	struct gs_fs *fs;
+
+	flip(100, 0x10);
+	assert_int_equal(mount_img(&fs), 0);	/* falls back to the copy */
+	assert_int_equal(gs_fs_unmount(fs), 0);	/* and rewrites both */
+	assert_int_equal(fsck(0), GS_FSCK_OK);
+	flip(100, 0x10);
+	assert_int_equal(fsck(0), GS_FSCK_UNCORRECTED);
+	assert_int_equal(fsck(GS_FSCK_REPAIR), GS_FSCK_FIXED);
+	assert_int_equal(fsck(0), GS_FSCK_OK);
+}
+
+static void test_sb_both(void **state)
+{
+	struct gs_fs *fs;
+
+	flip(100, 0x10);
+	flip(bs + 100, 0x10);
+	assert_int_equal(mount_img(&fs), -EUCLEAN);
+	assert_int_equal(fsck(GS_FSCK_REPAIR), GS_FSCK_ERROR);
+	/* not gstore at all */
+	flip(0, 0xff);
+	flip(bs, 0xff);
+	assert_int_equal(mount_img(&fs), -EINVAL);
+	assert_int_equal(fsck(0), GS_FSCK_ERROR);
+}
+
+static void test_sb_fields(void **state)
+{
+	struct gs_fs *fs;
+	struct gs_dsuper sb;
+	int fd;
+
+	/* a well-formed superblock with absurd geometry is refused */
+	sb_read(&sb);
+	sb.itable_blocks = htole64(le64toh(sb.itable_blocks) + (1ULL << 50));
+	sb.crc = 0;
+	sb.crc = htole32(gs_crc32c(0, &sb, sizeof(sb)));
+	fd = open(img, O_RDWR);
+	assert_int_equal(pwrite(fd, &sb, sizeof(sb), 0), sizeof(sb));
+	assert_int_equal(pwrite(fd, &sb, sizeof(sb), bs), sizeof(sb));
+	close(fd);
+	assert_int_equal(mount_img(&fs), -EUCLEAN);
+	assert_int_equal(fsck(0), GS_FSCK_ERROR);
+}
+
+static void test_truncated(void **state)
+{
+	struct gs_fs *fs;
+
+	assert_int_equal(truncate(img, 16u << 20), 0);
+	assert_int_equal(mount_img(&fs), -EUCLEAN);
+	assert_int_equal(fsck(0), GS_FSCK_ERROR);
+	assert_int_equal(truncate(img, 100), 0);
+	assert_true(mount_img(&fs) < 0);
+	assert_int_equal(fsck(0), GS_FSCK_ERROR);
+}
+
+static void test_itable(void **state)
+{
+	struct gs_fs *fs;
+	struct gs_dsuper sb;
+	struct gs_stat arr, st;
+	int bad = 0;
+	char name[32];
+
+	sb_read(&sb);
+	/* inode table block 1: inodes 15..29 (files f10.. in arrays/) */
+	flip((le64toh(sb.itable_start) + 1) * bs + 700, 0x01);
+	assert_int_equal(mount_img(&fs), 0);
+	assert_int_equal(gs_fs_lookup(fs, GS_ROOT_INO, "arrays", &arr), 0);
+	for (int i = 0; i < 40; i++) {
+		sprintf(name, "f%d", i);
+		int r = gs_fs_lookup(fs, arr.ino, name, &st);
+
+		assert_true(r == 0 || r == -EUCLEAN);
+		bad += r == -EUCLEAN;
+	}
+	assert_int_equal(bad, 15);
+	assert_int_equal(gs_fs_unmount(fs), 0);
+	assert_int_equal(fsck(0), GS_FSCK_UNCORRECTED);
+	assert_int_equal(fsck(GS_FSCK_REPAIR), GS_FSCK_FIXED);
+	assert_int_equal(fsck(0), GS_FSCK_OK);
+	assert_int_equal(mount_img(&fs), 0);
+	bad = 0;
+	for (int i = 0; i < 40; i++) {
+		sprintf(name, "f%d", i);
+		bad += gs_fs_lookup(fs, arr.ino, name, &st) == -ENOENT;
+	}
+	assert_int_equal(bad, 15);
+	assert_int_equal(gs_fs_create(fs, arr.ino, "new", GS_T_ARRAY, 0644, 0, 0, &st), 0);
+	assert_int_equal(gs_fs_unmount(fs), 0);
+	assert_int_equal(fsck(0), GS_FSCK_OK);
+}
+
+static uint64_t root_dir_block(void)
+{
+	struct gs_dsuper sb;
+	struct gs_dinode d;
+	int fd = open(img, O_RDONLY);
+
+	sb_read(&sb);
+	assert_int_equal(pread(fd, &d, sizeof(d), le64toh(sb.itable_start) * bs +
+			       GS_ITABLE_OFF + GS_INODE_SIZE), sizeof(d));
+	close(fd);
+	return le64toh(((struct gs_dextent *)d.xroot.e)->pblk);
+}
+
+static void test_dir_block(void **state)
+{
+	struct gs_fs *fs;
+	struct gs_stat st;
+
+	flip(root_dir_block() * bs + 40, 0x04);
+	assert_int_equal(mount_img(&fs), 0);
+	assert_int_equal(gs_fs_lookup(fs, GS_ROOT_INO, "arrays", &st), -EUCLEAN);
+	assert_int_equal(gs_fs_unmount(fs), 0);
+	assert_int_equal(fsck(0), GS_FSCK_UNCORRECTED);
+	assert_int_equal(fsck(GS_FSCK_REPAIR), GS_FSCK_FIXED);
+	assert_int_equal(fsck(0), GS_FSCK_OK);
+	assert_int_equal(mount_img(&fs), 0);
+	/* the three top directories come back under lost+found names */
+	assert_int_equal(gs_fs_lookup(fs, GS_ROOT_INO, "lost+found-2", &st), 0);
+	assert_int_equal(st.type, GS_T_DIR);
+	assert_int_equal(gs_fs_lookup(fs, st.ino, "f3", &st), 0);
+	assert_int_equal(gs_fs_unmount(fs), 0);
+}
+
+static void test_bitmap(void **state)
+{
+	struct gs_fs *fs;
+	struct gs_dsuper sb;
+
+	sb_read(&sb);
+	flip(le64toh(sb.bbitmap_start) * bs + 2000, 0x20);
+	assert_int_equal(mount_img(&fs), -EUCLEAN);
+	assert_int_equal(fsck(0), GS_FSCK_UNCORRECTED);
+	assert_int_equal(fsck(GS_FSCK_REPAIR), GS_FSCK_FIXED);
+	assert_int_equal(fsck(0), GS_FSCK_OK);
+	assert_int_equal(mount_img(&fs), 0);
+	assert_int_equal(gs_fs_unmount(fs), 0);
+}
+
+/* A crash with committed transactions in the journal: the child mounts,
+ * does fsync'd work and exits without unmounting. */
+static void crash_with_journal(int steps)
+{
+	pid_t pid = fork();
+	int status;
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct gs_fs *fs;
+		struct gs_stat st;
+		char name[16];
+
+		if (mount_img(&fs))
+			_exit(2);
+		for (int i = 0; i < steps; i++) {
+			sprintf(name, "j%d", i);
+			if (gs_fs_create(fs, GS_ROOT_INO, name, GS_T_ARRAY, 0644, 0, 0, &st) ||
+			    gs_fs_write(fs, st.ino, name, strlen(name), 0) < 0 ||
+			    gs_fs_fsync(fs, st.ino, 0))
+				_exit(3);
+		}
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+/* Ring position of the journal's tail from the superblock. */
+static uint64_t journal_blk(uint64_t i)
+{
+	struct gs_dsuper sb;
+
+	sb_read(&sb);
+	return le64toh(sb.journal_start) + (le64toh(sb.j_tail) + i) % le64toh(sb.journal_blocks);
+}
+
+static void test_journal_replay(void **state)
+{
+	struct gs_fs *fs;
+	struct gs_stat st;
+	char name[16], buf[16];
+
+	crash_with_journal(3);
+	assert_int_equal(fsck(0), GS_FSCK_UNCORRECTED);	/* needs recovery */
+	assert_int_equal(mount_img(&fs), 0);
+	for (int i = 0; i < 3; i++) {
+		sprintf(name, "j%d", i);
+		assert_int_equal(gs_fs_lookup(fs, GS_ROOT_INO, name, &st), 0);
+		assert_int_equal(gs_fs_read(fs, st.ino, buf, sizeof(buf), 0), strlen(name));
+		assert_memory_equal(buf, name, strlen(name));
+	}
+	assert_int_equal(gs_fs_unmount(fs), 0);
+	assert_int_equal(fsck(0), GS_FSCK_OK);
+}
+
+/*
+ * Each commit flushes the cache first, so the images of every earlier
+ * transaction are home by the time a transaction is written: only the last
+ * one depends on its journal copy.  Replay skips a damaged transaction
+ * that has a successor; a damaged last one is lost (it was never acked
+ * if it was torn, and it is the only copy if the medium lost it).
+ */
+static int count_j(struct gs_fs *fs)
+{
+	struct gs_stat st;
+	char name[16];
+	int found = 0;
+
+	for (int i = 0; i < 4; i++) {
+		sprintf(name, "j%d", i);
+		found += gs_fs_lookup(fs, GS_ROOT_INO, name, &st) == 0;
+	}
+	return found;
+}
+
+/* ring index of the descriptor of transaction @k (0-based) after a crash */
+static uint64_t tx_start(int k)
+{
+	uint64_t at = 0;
+	int fd = open(img, O_RDONLY);
+
+	for (int i = 0; i < k; i++) {
+		struct gs_djdesc d;
+
+		assert_int_equal(pread(fd, &d, sizeof(d), journal_blk(at) * bs), sizeof(d));
+		at += le32toh(d.nr) + 2;
+	}
+	close(fd);
+	return at;
+}
+
+static void test_journal_corrupt(void **state)
+{
+	struct gs_fs *fs;
+
+	/* an image inside the first transaction: skipped, the rest replays */
+	crash_with_journal(4);
+	flip(journal_blk(1) * bs + 300, 0x08);
+	assert_int_equal(mount_img(&fs), 0);
+	assert_int_equal(count_j(fs), 4);
+	assert_int_equal(gs_fs_unmount(fs), 0);
+	assert_int_equal(fsck(0), GS_FSCK_OK);
+
+	/* the second transaction's descriptor: found by searching the ring */
+	copy_file(gold, img);
+	crash_with_journal(4);
+	flip(journal_blk(tx_start(1)) * bs + 8, 0x01);	/* its blkno field */
+	assert_int_equal(gs_fs_fsck(img, GS_FSCK_REPAIR, fsck_print, NULL), GS_FSCK_OK);
+	assert_int_equal(mount_img(&fs), 0);
+	assert_int_equal(count_j(fs), 4);
+	assert_int_equal(gs_fs_unmount(fs), 0);
+	assert_int_equal(fsck(0), GS_FSCK_OK);
+
+	/* the last transaction's commit block: that transaction is lost */
+	copy_file(gold, img);
+	crash_with_journal(4);
+	{
+		uint64_t at = tx_start(3);
+		int fd = open(img, O_RDONLY);
+		struct gs_djdesc d;
+
+		assert_int_equal(pread(fd, &d, sizeof(d), journal_blk(at) * bs), sizeof(d));
+		close(fd);
+		flip(journal_blk(at + le32toh(d.nr) + 1) * bs + 60, 0x40);
+	}
+	assert_int_equal(mount_img(&fs), 0);
+	assert_int_equal(count_j(fs), 3);
+	assert_int_equal(gs_fs_unmount(fs), 0);
+	assert_int_equal(fsck(0), GS_FSCK_OK);
+}
+
+/* Walk everything reachable: no crash allowed, errors are fine. */
+static int walk_fill(void *arg, const char *name, const struct gs_stat *st, uint64_t next)
+{
+	struct gs_fs *fs = arg;
+	char buf[4096];
+
+	if (st->type == GS_T_ARRAY)
+		gs_fs_read(fs, st->ino, buf, sizeof(buf), 0);
+	if (st->type == GS_T_DIR && st->ino > GS_ROOT_INO)
+		gs_fs_readdir(fs, st->ino, 0, walk_fill, fs);
+	return 0;
+}
+
+static void test_random_flips(void **state)
+{
+	const char *e = getenv("GS_FUZZ_ROUNDS");
+	int rounds = e ? atoi(e) : 60;
+	struct gs_dsuper sb;
+	uint64_t meta_end;
+
+	sb_read(&sb);
+	meta_end = le64toh(sb.itable_start) + le64toh(sb.itable_blocks);
+	srand(getenv("GS_FUZZ_SEED") ? (unsigned)atoi(getenv("GS_FUZZ_SEED")) : 1);
+	for (int r = 0; r < rounds; r++) {
+		struct gs_fs *fs;
+		int n = 1 + rand() % 8, res, res2;
+
+		copy_file(gold, img);
+		for (int k = 0; k < n; k++) {
+			/* mostly metadata: superblocks, bitmaps, inode table, dir blocks */
+			uint64_t blk = rand() % 4 ? (uint64_t)rand() % (meta_end + 4) : (uint64_t)rand() % 8192;
+
+			flip(blk * bs + rand() % bs, 1u << (rand() % 8));
+		}
+		if (mount_img(&fs) == 0) {
+			gs_fs_readdir(fs, GS_ROOT_INO, 0, walk_fill, fs);
+			gs_fs_unmount(fs);
+		}
+		res = fsck(GS_FSCK_REPAIR);
+		if (res & GS_FSCK_ERROR)
+			continue;
+		res2 = fsck(0);
+		if (!(res & GS_FSCK_UNCORRECTED) && res2 != GS_FSCK_OK) {
+			fprintf(stderr, "round %d: repair left problems (%d then %d)\n", r, res, res2);
+			fail();
+		}
+		if (res2 == GS_FSCK_OK && mount_img(&fs) == 0) {
+			struct gs_stat st;
+
+			assert_int_equal(gs_fs_create(fs, GS_ROOT_INO, "after", GS_T_ARRAY, 0644, 0,
+						      0, &st), 0);
+			gs_fs_readdir(fs, GS_ROOT_INO, 0, walk_fill, fs);
+			assert_int_equal(gs_fs_unmount(fs), 0);
+			assert_int_equal(fsck(0), GS_FSCK_OK);
+		}
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup(test_sb_primary, fresh),
+		cmocka_unit_test_setup(test_sb_both, fresh),
+		cmocka_unit_test_setup(test_sb_fields, fresh),
+		cmocka_unit_test_setup(test_truncated, fresh),
+		cmocka_unit_test_setup(test_itable, fresh),
+		cmocka_unit_test_setup(test_dir_block, fresh),
+		cmocka_unit_test_setup(test_bitmap, fresh),
+		cmocka_unit_test_setup(test_journal_replay, fresh),
+		cmocka_unit_test_setup(test_journal_corrupt, fresh),
+		cmocka_unit_test(test_random_flips),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
