@@ -46,7 +46,7 @@ static const struct gs_vops *const vtypes[] = {
 	[GS_T_DIR] = NULL,
 	[GS_T_ARRAY] = NULL,
 	[GS_T_GRAPH] = &gs_fuse_graph_ops,
-	[GS_T_ND] = NULL,	/* &gs_fuse_nd_ops (fs/fuse_nd.c) */
+	[GS_T_ND] = &gs_fuse_nd_ops,
 	[GS_T_INTERNAL] = NULL,	/* never shown */
 };
 _Static_assert(sizeof(vtypes) / sizeof(vtypes[0]) == GS_T_INTERNAL + 1,
@@ -389,6 +389,9 @@ static void fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	/* mkdir graph/NAME makes an (empty) graph object */
 	if (gs_fs_lookup(req_gf(req)->fs, GS_ROOT_INO, "graph", &g) == 0 && g.ino == parent)
 		type = GS_T_GRAPH;
+	/* mkdir nd/NAME makes an N-D space (formatted by its xattrs) */
+	else if (gs_fs_lookup(req_gf(req)->fs, GS_ROOT_INO, "nd", &g) == 0 && g.ino == parent)
+		type = GS_T_ND;
 	reply_new_entry(req, do_create(req, parent, name, type, mode, &st), &st);
 }
 
@@ -904,6 +907,22 @@ static void fs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	reply_xattr(req, size, list_xattr, ino, NULL);
 }
 
+/* An object type may act on its objects' xattrs (nd: format on shape + dtype). */
+static int obj_setxattr(struct gs_fuse *gf, fuse_ino_t ino, const char *name, const char *value,
+			size_t size, int flags)
+{
+	const struct gs_vops *ops;
+	struct gs_stat st;
+	int ret;
+
+	if (gs_fs_getattr(gf->fs, ino, &st) == 0 && (ops = vtype(st.type)) && ops->obj_setxattr) {
+		ret = ops->obj_setxattr(gf, ino, name, value, size, flags);
+		if (ret != -ENOSYS)
+			return ret;
+	}
+	return gs_fs_setxattr(gf->fs, ino, name, value, size, flags);
+}
+
 static void fs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 			size_t size, int flags)
 {
@@ -920,7 +939,7 @@ static void fs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 	else if (flags & ~(XATTR_CREATE | XATTR_REPLACE))
 		ret = -EINVAL;
 	else
-		ret = gs_fs_setxattr(gf->fs, ino, name, value, size, flags);
+		ret = obj_setxattr(gf, ino, name, value, size, flags);
 	reply_status(req, ret);
 }
 
@@ -1065,6 +1084,9 @@ void gs_fuse_destroy(struct gs_fuse *gf)
 {
 	if (!gf)
 		return;
+	for (size_t i = 0; i < sizeof(vtypes) / sizeof(vtypes[0]); i++)
+		if (vtypes[i] && vtypes[i]->destroy)
+			vtypes[i]->destroy(gf);
 	fuse_session_destroy(gf->se);
 	gs_vreg_free(gf, gf->vreg);
 	/* Worker threads have exited and freed their buffers by now. */

@@ -142,25 +142,15 @@ struct gs_vops {
 	int (*listxattr)(struct gs_fuse *gf, const struct gs_vnode *vn, char *list, size_t size);
 
 	/*
-	 * ---- REQUEST from N-D spaces (fs/fuse_nd.c, issue 5) -- FUSE owner,
-	 * please wire these up in fs/fuse.c or answer here. ----
-	 * 1. mkdir in the root's nd/ directory creates a GS_T_ND object
-	 *    (gs_fs_create(..., GS_T_ND, ...)), shown as a directory like graphs.
-	 * 2. xattrs of a real object of this type (nd/NAME itself): fs_getxattr /
-	 *    fs_setxattr / fs_listxattr on a real ino whose type has these call
-	 *    them first; -ENOSYS means "not mine, fall through to gs_fs_*xattr".
-	 *    nd formats the space once user.gstore.shape and user.gstore.dtype are
-	 *    both set, and serves user.gstore.bb (read-only) from the space.
-	 * 3. destroy: called once from gs_fuse_destroy() before the fs is
-	 *    unmounted, so nd can write back and close the spaces it holds open.
-	 * 4. rmdir/unlink/rename of a GS_T_ND object while its files are open is
-	 *    safe: nd holds gs_fs_open() references on the spaces it has open.
+	 * Hooks added for N-D spaces (fs/fuse_nd.c; wired in fs/fuse.c with
+	 * minimal edits, like graph's; mkdir nd/NAME makes a GS_T_ND object).
+	 * obj_setxattr: setxattr on a real object of this type (nd/NAME itself)
+	 *   comes here first; -ENOSYS means "not mine": gs_fs_setxattr follows.
+	 *   nd formats the space once user.gstore.shape and .dtype are set.
+	 * destroy: once from gs_fuse_destroy(), before the fs is unmounted.
 	 */
-	int (*obj_getxattr)(struct gs_fuse *gf, uint64_t obj, const char *name, void *val,
-			    size_t size);
 	int (*obj_setxattr)(struct gs_fuse *gf, uint64_t obj, const char *name, const void *val,
 			    size_t size, int flags);
-	int (*obj_listxattr)(struct gs_fuse *gf, uint64_t obj, char *list, size_t size);
 	void (*destroy)(struct gs_fuse *gf);
 };
 

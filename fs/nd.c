@@ -7,6 +7,7 @@
  * struct gs_nd per space per process: it owns the space's block cache.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -54,7 +55,7 @@ int nd_space_open(struct nd_store *st, size_t cache_bytes, struct gs_nd **ndp)
 	struct gs_nd_disk_super d;
 	struct gs_nd_params p;
 	struct gs_nd *nd;
-	uint64_t stride;
+	struct nd_sbx x;
 	int ret;
 
 	ret = read_super(st, &d);
@@ -63,16 +64,22 @@ int nd_space_open(struct nd_store *st, size_t cache_bytes, struct gs_nd **ndp)
 	nd = calloc(1, sizeof(*nd));
 	if (!nd)
 		return -ENOMEM;
-	ret = nd_sb_decode(&d, &p, &nd->root, &nd->index_end, &nd->nslots, &nd->data_ino,
-			   &stride);
+	ret = nd_sb_decode(&d, &p, &x);
 	if (ret)
 		goto free_nd;
 	ret = nd_layout_init(&nd->L, &p);
-	if (ret || stride < nd->L.block_bytes || stride % st->gran) {
+	if (ret || x.stride < nd->L.block_bytes || x.stride % st->align) {
 		ret = -EIO;
 		goto free_nd;
 	}
-	st->stride = stride;
+	nd->root = x.root;
+	nd->index_end = x.index_end;
+	nd->nslots = x.nslots;
+	nd->data_ino = x.data_ino;
+	/* blocks stay where and how they were laid out, whatever the mount says now */
+	st->stride = x.stride;
+	st->slot_bytes = x.slot_bytes;
+	st->dev_align = x.dev_align;
 	nd->st = st;
 	ret = nd_cache_init(nd, cache_bytes ? cache_bytes : ND_CACHE_BYTES);
 	if (ret)
@@ -129,6 +136,28 @@ int gs_nd_format(struct gs_fs *fs, uint64_t ino, const struct gs_nd_params *in)
 		return ret;
 	ret = nd_space_format(st, &p, data_ino);
 	st->ops->close(st);
+	if (ret)
+		return ret;
+	/* mirror the parameters in xattrs for getfattr/listxattr (canonical names) */
+	{
+		static const char *const xa[3] = { "user.gstore.shape", "user.gstore.dtype",
+						   "user.gstore.bb" };
+		char v[3][8 * 21 + 16];
+		int k[3] = { 0, 0, 0 };
+
+		for (uint32_t i = 0; i < p.ndims; i++) {
+			k[0] += snprintf(v[0] + k[0], sizeof(v[0]) - k[0], "%s%llu", i ? "x" : "",
+					 (unsigned long long)p.shape[i]);
+			k[2] += snprintf(v[2] + k[2], sizeof(v[2]) - k[2], "%s%llu", i ? "x" : "",
+					 (unsigned long long)p.bb[i]);
+		}
+		if (p.dtype == GS_ND_RAW)
+			k[1] = snprintf(v[1], sizeof(v[1]), "raw%u", p.elem_size);
+		else
+			k[1] = snprintf(v[1], sizeof(v[1]), "%s", gs_nd_dtype_name(p.dtype));
+		for (int i = 0; i < 3 && !ret; i++)
+			ret = gs_fs_setxattr(fs, ino, xa[i], v[i], k[i], 0);
+	}
 	return ret;
 }
 
@@ -137,7 +166,7 @@ int gs_nd_open(struct gs_fs *fs, uint64_t ino, struct gs_nd **ndp)
 	struct gs_nd_disk_super d;
 	struct gs_nd_params p;
 	struct nd_store *st;
-	uint64_t root, end, nslots, data_ino, stride;
+	struct nd_sbx x;
 	ssize_t r;
 	int ret;
 
@@ -146,10 +175,10 @@ int gs_nd_open(struct gs_fs *fs, uint64_t ino, struct gs_nd **ndp)
 		return r;
 	if (r < (ssize_t)sizeof(d))
 		return -ENODATA;
-	ret = nd_sb_decode(&d, &p, &root, &end, &nslots, &data_ino, &stride);
+	ret = nd_sb_decode(&d, &p, &x);
 	if (ret)
 		return ret;
-	ret = nd_store_fs(&st, fs, ino, data_ino);
+	ret = nd_store_fs(&st, fs, ino, x.data_ino);
 	if (ret)
 		return ret;
 	ret = nd_space_open(st, 0, ndp);

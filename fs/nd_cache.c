@@ -65,6 +65,8 @@ int nd_cache_init(struct gs_nd *nd, size_t bytes)
 	struct nd_cache *c = &nd->c;
 	uint64_t n = bytes / nd->st->stride, h = 1;
 
+	if (n > nd->L.nblocks)
+		n = nd->L.nblocks;	/* more entries than blocks help nobody */
 	if (n < 4)
 		n = 4;
 	if (n > (1u << 20))

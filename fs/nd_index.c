@@ -55,11 +55,12 @@ void nd_sb_encode(const struct gs_nd *nd, struct gs_nd_disk_super *d)
 	d->root = htole64(nd->root);
 	d->index_end = htole64(nd->index_end);
 	d->nslots = htole64(nd->nslots);
+	d->slot_bytes = htole64(nd->st->slot_bytes);
+	d->dev_align = htole32(nd->st->dev_align);
 	d->crc = htole32(gs_crc32c(0, d, sizeof(*d)));
 }
 
-int nd_sb_decode(const struct gs_nd_disk_super *d, struct gs_nd_params *p, uint64_t *root,
-		 uint64_t *index_end, uint64_t *nslots, uint64_t *data_ino, uint64_t *stride)
+int nd_sb_decode(const struct gs_nd_disk_super *d, struct gs_nd_params *p, struct nd_sbx *x)
 {
 	struct gs_nd_disk_super t = *d;
 	uint32_t crc = le32toh(t.crc);
@@ -80,12 +81,16 @@ int nd_sb_decode(const struct gs_nd_disk_super *d, struct gs_nd_params *p, uint6
 		p->shape[i] = le64toh(t.shape[i]);
 		p->bb[i] = le64toh(t.bb[i]);
 	}
-	*root = le64toh(t.root);
-	*index_end = le64toh(t.index_end);
-	*nslots = le64toh(t.nslots);
-	*data_ino = le64toh(t.data_ino);
-	*stride = le64toh(t.block_stride);
-	if (*index_end < GS_ND_SB_SIZE || (*root && (*root < GS_ND_SB_SIZE || *root >= *index_end)))
+	x->root = le64toh(t.root);
+	x->index_end = le64toh(t.index_end);
+	x->nslots = le64toh(t.nslots);
+	x->data_ino = le64toh(t.data_ino);
+	x->stride = le64toh(t.block_stride);
+	x->slot_bytes = le64toh(t.slot_bytes);
+	x->dev_align = le32toh(t.dev_align);
+	if (x->index_end < GS_ND_SB_SIZE ||
+	    (x->root && (x->root < GS_ND_SB_SIZE || x->root >= x->index_end)) ||
+	    x->slot_bytes < x->stride || (x->dev_align & (x->dev_align - 1)))
 		return -EIO;
 	return 0;
 }

@@ -170,9 +170,11 @@ struct nd_store_ops {
 
 struct nd_store {
 	const struct nd_store_ops *ops;
-	uint64_t stride;		/* bytes per slot */
+	uint64_t stride;		/* bytes per block on the device (block_bytes rounded up) */
+	uint64_t slot_bytes;		/* bytes per slot in the data object (stride + padding) */
+	uint32_t dev_align;		/* a block starts on this device boundary (0: anywhere) */
 	uint32_t align;			/* buffer alignment for O_DIRECT */
-	uint32_t gran;			/* slots are multiples of this */
+	uint32_t gran;			/* strides are multiples of this */
 };
 
 /* Plain files: metadata in @meta_fd, slot k at k * stride of @data_fd. */
@@ -250,8 +252,12 @@ uint32_t nd_cache_window(struct gs_nd *nd);
 
 /* nd_index.c */
 void nd_sb_encode(const struct gs_nd *nd, struct gs_nd_disk_super *d);
-int nd_sb_decode(const struct gs_nd_disk_super *d, struct gs_nd_params *p, uint64_t *root,
-		 uint64_t *index_end, uint64_t *nslots, uint64_t *data_ino, uint64_t *stride);
+/* What a superblock says besides the parameters. */
+struct nd_sbx {
+	uint64_t root, index_end, nslots, data_ino, stride, slot_bytes;
+	uint32_t dev_align;
+};
+int nd_sb_decode(const struct gs_nd_disk_super *d, struct gs_nd_params *p, struct nd_sbx *x);
 int nd_sb_write(struct gs_nd *nd);
 int nd_sb_write_if_dirty(struct gs_nd *nd);
 /* slot + 1 of block @bid, 0 if never written. */

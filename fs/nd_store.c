@@ -28,7 +28,18 @@ void nd_store_set_stride(struct nd_store *s, uint64_t block_bytes)
 {
 	uint64_t g = s->gran;
 
+	if (s->dev_align > g)
+		g = s->dev_align;
 	s->stride = (block_bytes + g - 1) / g * g;
+	/* room to move the block to the next dev_align boundary of its extent */
+	s->slot_bytes = s->stride;
+	if (s->dev_align > s->gran)
+		s->slot_bytes += s->dev_align - s->gran;
+}
+
+static uint64_t align_up(uint64_t v, uint32_t a)
+{
+	return a ? (v + a - 1) / a * a : v;
 }
 
 /* ---- plain files ---- */
@@ -64,7 +75,7 @@ static int f_submit(struct nd_store *s, struct nd_bio **b, unsigned n)
 	struct fstore *f = (struct fstore *)s;
 
 	for (unsigned i = 0; i < n; i++) {
-		uint64_t off = b[i]->slot * s->stride;
+		uint64_t off = b[i]->slot * s->slot_bytes;
 		ssize_t r;
 
 		if (b[i]->op == GS_ND_OP_READ) {
@@ -128,6 +139,7 @@ int nd_store_file(struct nd_store **sp, int meta_fd, int data_fd, uint32_t align
 	f->s.ops = &file_ops;
 	f->s.align = align ? align : 64;
 	f->s.gran = 4096;
+	f->s.dev_align = 0;
 	f->mfd = meta_fd;
 	f->dfd = data_fd;
 	*sp = &f->s;
@@ -196,10 +208,11 @@ static int g_slot_alloc(struct nd_store *s, uint64_t slot)
 	int ret;
 
 	/* one run; the fs drops any cache line of a previous owner over it */
-	ret = gs_fs_alloc_extent(g->fs, g->data_ino, slot * s->stride, s->stride,
+	ret = gs_fs_alloc_extent(g->fs, g->data_ino, slot * s->slot_bytes, s->slot_bytes,
 				 GS_ALLOC_CONTIG, &dev);
 	if (ret)
 		return ret;
+	dev = align_up(dev, s->dev_align);
 	pthread_mutex_lock(&g->mu);
 	ret = dev_remember(g, slot, dev);
 	pthread_mutex_unlock(&g->mu);
@@ -218,11 +231,12 @@ static int dev_of(struct fsstore *g, uint64_t slot, uint64_t *dev)
 		return 0;
 	}
 	pthread_mutex_unlock(&g->mu);
-	ret = gs_fs_bmap(g->fs, g->data_ino, slot * g->s.stride, dev, &len);
+	ret = gs_fs_bmap(g->fs, g->data_ino, slot * g->s.slot_bytes, dev, &len);
 	if (ret)
 		return ret == -ENODATA ? -EIO : ret;
-	if (len < g->s.stride)
+	if (len < g->s.slot_bytes)
 		return -EIO;	/* every slot was allocated as one run */
+	*dev = align_up(*dev, g->s.dev_align);
 	pthread_mutex_lock(&g->mu);
 	ret = dev_remember(g, slot, *dev);
 	pthread_mutex_unlock(&g->mu);
@@ -380,6 +394,8 @@ int nd_store_fs(struct nd_store **sp, struct gs_fs *fs, uint64_t ino, uint64_t d
 	g->s.ops = &fs_ops;
 	g->s.align = geom.lba_size > 64 ? geom.lba_size : 4096;
 	g->s.gran = sf.block_size;
+	/* blocks must not share a cache line with anything cached (gstore_fs.h REQUEST 5) */
+	g->s.dev_align = gs_cache_line_size(g->cache);
 	pthread_mutex_init(&g->mu, NULL);
 	*sp = &g->s;
 	return 0;

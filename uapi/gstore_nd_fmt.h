@@ -4,8 +4,11 @@
  *
  * A GS_T_ND object's own data holds this superblock at byte 0 and the
  * N-level index nodes after GS_ND_SB_SIZE.  Building blocks live in one
- * internal object (data_ino): slot k occupies bytes [k * block_stride,
- * (k + 1) * block_stride), one contiguous device extent per slot.
+ * internal object (data_ino): slot k occupies bytes [k * slot_bytes,
+ * (k + 1) * slot_bytes), one contiguous device extent per slot; the block is
+ * the block_stride bytes starting at the first dev_align boundary of that
+ * extent (slot_bytes leaves room for the alignment, which keeps blocks out
+ * of cache lines shared with cached metadata).
  *
  * Index: a node of level i (0 = outermost dimension) is an array of
  * nblocks[i] __le64 entries.  For i < ndims - 1 an entry is the byte offset
@@ -37,8 +40,9 @@ struct gs_nd_disk_super {
 	__le64 root;		/* byte offset of the level-0 node; 0: none */
 	__le64 index_end;	/* next free byte for index nodes */
 	__le64 nslots;		/* slots handed out */
-	__le64 rsvd[8];
-	__le32 rsvd32;
+	__le64 slot_bytes;	/* data-object bytes per slot (>= block_stride) */
+	__le64 rsvd[7];
+	__le32 dev_align;	/* device alignment of a block within its slot, 0: none */
 	__le32 crc;		/* crc32c of the struct with crc = 0 */
 };
 
