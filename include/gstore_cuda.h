@@ -61,7 +61,7 @@ enum {
 struct gs_cuda_params {
 	uint32_t block_size;	/* CAM block / BaM line bytes, power of two (0: 4096) */
 	uint32_t sq_entries;	/* ring requests, power of two (0: 4096) */
-	uint32_t ncw;		/* CAM completion words, power of two (0: 4 * sq_entries) */
+	uint32_t ncw;		/* CAM requests in flight at most, power of two (0: 4 * sq_entries) */
 	uint32_t flags;		/* GS_CUDA_* */
 	size_t buf_bytes;	/* pinned GPU-mapped data region (0: 64 MiB) */
 	uint64_t dev_off;	/* block 0's device byte offset (no extents) */

@@ -22,7 +22,9 @@
  * Misses move data through bounce slots in the ring's buffer region (pinned
  * host memory the pollers can reach), one per I/O in flight, handed out by
  * BaM's ticket + turn counter: ticket t uses slot t mod nio on lap
- * t / nio, and waits until turn[slot] == 2 * lap.
+ * t / nio, and waits until turn[slot] == 2 * lap.  The request's cqe
+ * carries GS_CAM_SINK | t and lands, through the ring's collector, in the
+ * cam's sink word of the slot (cam.h).
  */
 #ifndef GS_CUDA_BAM_H
 #define GS_CUDA_BAM_H
@@ -63,7 +65,7 @@ struct gs_bam {
 	char *data;		/* nslots lines */
 	uint64_t *turn;		/* [nio] */
 	uint64_t bounce_off;	/* region offset of bounce slot 0 */
-	uint32_t cw_base;	/* ring completion words of the bounce slots */
+	uint32_t rsvd;
 	uint32_t nvme_nq;	/* NVMe mode: queues (0: ring mode) */
 	struct gs_cam *cam;	/* ring, sq ticket, extents, region */
 	/* NVMe mode: misses are NVMe commands put into queue pairs by the
@@ -129,8 +131,14 @@ GS_HD int64_t gs_bam_nvme_io(struct gs_bam *b, uint8_t op, uint64_t dev, uint32_
 			   dev >> b->lba_shift, len >> b->lba_shift, prp,
 			   len > 4096 ? prp + 4096 : 0);
 	}
+	uint32_t ns = 256;
+
 	t = gs_nvmeq_submit(q, &cmd);
-	sf = gs_nvmeq_wait(q, t, &cqe);
+	/* gs_nvmeq_wait() with a backoff: the CQ is in host memory here, and
+	 * thousands of pollers would flood PCIe with reads */
+	while (!gs_nvmeq_poll(q, t, &cqe))
+		gs_d_backoff(&ns);
+	sf = cqe.status >> 1;
 	return sf ? gs_nvme_status_errno(sf) : (int64_t)len;
 }
 
@@ -145,7 +153,6 @@ GS_HD int gs_bam_io(struct gs_bam *b, uint8_t op, uint64_t page, uint32_t slot)
 	uint32_t len = 1u << b->line_shift, ns = 64;
 	uint64_t t, lap, boff;
 	uint32_t s;
-	struct gs_cword *w;
 	struct gs_sqe e = { 0 };
 	char *line = b->data + ((uint64_t)slot << b->line_shift);
 	int64_t res;
@@ -165,23 +172,20 @@ GS_HD int gs_bam_io(struct gs_bam *b, uint8_t op, uint64_t page, uint32_t slot)
 		res = gs_bam_nvme_io(b, op, (uint64_t)dev, len, s);
 		goto done;
 	}
-	w = &gs_ring_cw(c->ring)[b->cw_base + s];
-	w->state = 0;
-	/* system fence: bounce data and the armed word before the request */
-	gs_fence();
 	e.op = op;
-	e.flags = GS_SQE_BUF_OFF | GS_SQE_CW;
+	e.flags = GS_SQE_BUF_OFF | GS_SQE_CQE;
 	e.len = len;
 	e.off = (uint64_t)dev;
 	e.buf = boff;
-	e.tag = t;
-	e.cw = b->cw_base + s;
+	e.tag = GS_CAM_SINK | t;
+	/* system fence: the bounce data (writes) before the request */
+	gs_fence();
 	gs_cam_push(c, &e);
 	ns = 256;
-	/* acquire: pairs with the poller's gs_cw_complete(); bounce data is in */
-	while (!gs_load_acq32(&w->state))
-		gs_d_backoff(&ns);
-	res = *(volatile int64_t *)&w->res;
+	/* acquire: pairs with the collector's release; the bounce data is in */
+	while (gs_d_load_acq(&c->sink_done[s]) != t)
+		gs_cam_wait_step(c, &ns);
+	res = c->sink_res[s];
 done:
 	if (op == GS_OP_READ && res == len)
 		gs_bam_copy(line, c->buf + boff, len);

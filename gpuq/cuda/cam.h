@@ -9,19 +9,23 @@
  * ring (GS_SQE_BUF_OFF offsets), which on the GPU is pinned host memory
  * mapped into the kernel's address space.
  *
- * Completion tracking: each request takes a ticket t from cam->tail and owns
- * completion word (t mod ncw) until it retires.  cam->retire is the first
- * ticket not yet retired; any waiting thread advances it over requests whose
- * word says done, in ticket order, so "everything issued before my call is
- * complete" is retire >= the tail the caller saw.  A word is re-armed by the
- * ticket one lap later only after retire passed its previous owner, and
- * lap[i] names the ticket that armed word i so that a retirer never takes a
- * previous lap's "done" for the current one.
+ * Completion tracking.  Pollers post a cqe per request into the ring's
+ * completion queue (GS_SQE_CQE, tag = ticket).  Waiting GPU threads do not
+ * poll host memory each: one of them at a time (col_lock) is the collector,
+ * which pops cqes in batches (many loads in flight per PCIe round trip)
+ * and turns them into words in producer memory: done[t mod ncw] = t and
+ * its result.  The others spin on those words, in GPU memory.  cam->retire
+ * is the first ticket not yet complete; the collector advances it over
+ * done[] in ticket order, so "everything issued before my call is
+ * complete" is retire >= the tail the caller saw.  A ticket's words are
+ * reused by the ticket one lap (ncw) later, which waits until retire has
+ * passed its predecessor.  Tags with bit 63 set belong to another user of
+ * the ring (the BaM cache's bounce slots) and go to the sink arrays.
  *
- * Memory: struct gs_cam, lap[] and the ticket counters live where the
- * producers are (GPU memory for kernels); the ring and the buffer region in
- * memory the pollers can reach.  Only producers do read-modify-writes on the
- * counters here; the ring's own words follow gstore_ring.h's rules.
+ * Memory: struct gs_cam, done[], the sinks and the ticket counters live
+ * where the producers are (GPU memory for kernels); the ring and the
+ * buffer region in memory the pollers reach.  GPU threads do no
+ * read-modify-write on the ring's memory with GS_CUDA_DEV_TICKETS.
  */
 #ifndef GS_CUDA_CAM_H
 #define GS_CUDA_CAM_H
@@ -63,6 +67,15 @@ GS_HD int gs_d32_cas(uint32_t *p, uint32_t exp, uint32_t des)
 							     cuda::memory_order_relaxed);
 }
 GS_HD void gs_d_store_rlx(uint64_t *p, uint64_t v) { GS_DREF(uint64_t, p).store(v, cuda::memory_order_relaxed); }
+GS_HD void gs_fence_acq_sys(void) { cuda::atomic_thread_fence(cuda::memory_order_acquire, cuda::thread_scope_system); }
+GS_HD int gs_d_trylock(uint64_t *l)
+{
+	uint64_t e = 0;
+
+	return GS_DREF(uint64_t, l).compare_exchange_strong(e, 1, cuda::memory_order_acquire,
+							     cuda::memory_order_relaxed);
+}
+GS_HD uint64_t gs_d_max(uint64_t *p, uint64_t v) { return GS_DREF(uint64_t, p).fetch_max(v, cuda::memory_order_relaxed); }
 GS_HD void gs_d_backoff(uint32_t *ns)
 {
 	__nanosleep(*ns);
@@ -95,6 +108,21 @@ GS_HD int gs_d32_cas(uint32_t *p, uint32_t exp, uint32_t des)
 	return __atomic_compare_exchange_n(p, &exp, des, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
 }
 GS_HD void gs_d_store_rlx(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
+GS_HD void gs_fence_acq_sys(void) { __atomic_thread_fence(__ATOMIC_ACQUIRE); }
+GS_HD int gs_d_trylock(uint64_t *l)
+{
+	uint64_t e = 0;
+
+	return __atomic_compare_exchange_n(l, &e, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
+}
+GS_HD uint64_t gs_d_max(uint64_t *p, uint64_t v)
+{
+	uint64_t o = __atomic_load_n(p, __ATOMIC_RELAXED);
+
+	while (o < v && !__atomic_compare_exchange_n(p, &o, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+	return o;
+}
 /* CPU threads (tests) share few cores with the pollers: yield soon */
 GS_HD void gs_d_backoff(uint32_t *ns)
 {
@@ -117,26 +145,38 @@ struct gs_cam_ext {
 	uint64_t dev_off;
 };
 
+#define GS_CAM_SINK	(1ull << 63)	/* cqe tag bit: a sink (BaM) request */
+#define GS_CAM_BATCH	16		/* cqes the collector reads per round trip */
+
 struct gs_cam {
 	/* hot counters, each on its own line */
 	uint64_t sq_ticket;	/* producers' sq ticket when sq_ctr points here */
-	uint8_t pad0[GS_CACHELINE - 8];
+	uint64_t sq_hint;	/* highest tail published as ring->sq_tail */
+	uint8_t pad0[GS_CACHELINE - 16];
 	uint64_t tail;		/* CAM tickets taken */
 	uint8_t pad1[GS_CACHELINE - 8];
 	uint64_t retire;	/* tickets below are complete and their words free */
 	uint8_t pad2[GS_CACHELINE - 8];
+	uint64_t col_lock;	/* the collector's */
+	uint64_t cq_head;	/* next cqe to pop (collector only) */
+	uint8_t pad3[GS_CACHELINE - 16];
 	int64_t err;		/* first failure (-errno), sticky */
 	uint64_t nerr;		/* failed requests */
-	uint8_t pad3[GS_CACHELINE - 16];
+	uint8_t pad4[GS_CACHELINE - 16];
 
 	/* read-mostly */
 	struct gs_ring *ring;	/* as the producers address it */
 	uint64_t *sq_ctr;	/* &ring->sq_tail, or &sq_ticket (see gs_cam_push) */
-	uint64_t *lap;		/* [ncw]: ticket that armed each word */
+	uint64_t *done;		/* [ncw]: ticket that completed in each word */
+	int64_t *dres;		/* [ncw]: its result */
+	uint64_t *sink_done;	/* [sink_mask + 1]: tag & ~GS_CAM_SINK completed there */
+	int64_t *sink_res;
 	char *buf;		/* buffer region, producers' view */
 	uint64_t buf_len;
-	uint32_t ncw;		/* power of two, <= ring->ncw - cw_base */
-	uint32_t cw_base;	/* first completion word of the ring used */
+	uint32_t ncw;		/* power of two: tickets in flight at most */
+	uint32_t sink_mask;
+	uint32_t sq_mask;	/* ring geometry, copied: no PCIe read to learn it */
+	uint32_t cq_mask;
 	uint32_t block_shift;	/* block = 1 << block_shift bytes */
 	uint32_t next;		/* extents; 0: identity from dev_base */
 	const struct gs_cam_ext *ext;	/* sorted by blk, producers' view */
@@ -155,16 +195,18 @@ struct gs_cam {
 GS_HD void gs_cam_push(struct gs_cam *c, const struct gs_sqe *e)
 {
 	struct gs_ring *r = c->ring;
-	uint64_t t = c->sq_ctr == &r->sq_tail ? gs_faa64(&r->sq_tail, 1) : gs_d_faa(c->sq_ctr, 1);
-	struct gs_sq_slot *s = &gs_ring_sq(r)[t & (r->sq_entries - 1)];
+	int dev = c->sq_ctr != &r->sq_tail;
+	uint64_t t = dev ? gs_d_faa(c->sq_ctr, 1) : gs_faa64(&r->sq_tail, 1);
+	struct gs_sq_slot *s = &gs_ring_sq(r)[t & c->sq_mask];
 	uint32_t ns = 32;
 
 	/* acquire: the previous lap's consumer finished reading the slot */
 	while (gs_load_acq64(&s->seq) != t)
 		gs_d_backoff(&ns);
 	gs_sq_fill(s, t, e);
-	if (c->sq_ctr != &r->sq_tail && gs_load_rlx64(&r->sq_tail) < t + 1)
-		gs_store_rel64(&r->sq_tail, t + 1);	/* hint only: may lag or go back */
+	/* hint only (gs_sq_pending, poller scaling): may lag, never our protocol */
+	if (dev && gs_d_max(&c->sq_hint, t + 1) < t + 1)
+		gs_store_rel64(&r->sq_tail, t + 1);
 }
 
 /* Device byte offset of block @blk, or -ERANGE. */
@@ -195,63 +237,115 @@ GS_HD void gs_cam_fail(struct gs_cam *c, int64_t res)
 	gs_d_faa(&c->nerr, 1);
 }
 
-/*
- * Retire completed requests in ticket order; returns the new retire point
- * (every ticket below it is complete).  Any thread may call it.
- */
-GS_HD uint64_t gs_cam_advance(struct gs_cam *c)
+/* Record a cqe of the ring: a CAM ticket's word, or a sink slot. */
+GS_HD void gs_cam_dispatch(struct gs_cam *c, uint64_t tag, int64_t res)
 {
-	uint64_t r = gs_d_load_acq(&c->retire);
+	if (tag & GS_CAM_SINK) {
+		uint32_t i = (uint32_t)(tag & c->sink_mask);
 
-	while (r < gs_d_load_acq(&c->tail)) {
-		uint32_t i = r & (c->ncw - 1);
-		struct gs_cword *w = &gs_ring_cw(c->ring)[c->cw_base + i];
-		int64_t res;
+		c->sink_res[i] = res;
+		/* release: res before the word that says done */
+		gs_d_store_rel(&c->sink_done[i], tag & ~GS_CAM_SINK);
+	} else {
+		uint32_t i = (uint32_t)(tag & (c->ncw - 1));
 
-		/* acquire: the owner armed the word (state = 0) before publishing lap */
-		if (gs_d_load_acq(&c->lap[i]) != r)
+		c->dres[i] = res;
+		gs_d_store_rel(&c->done[i], tag);
+	}
+}
+
+/*
+ * Be the collector if nobody is: pop the cqes posted so far (batches of
+ * GS_CAM_BATCH, their seq words loaded together), dispatch them, advance
+ * retire.  Returns the cqes popped, or -1 if another thread collects.
+ */
+GS_HD int gs_cam_collect(struct gs_cam *c)
+{
+	struct gs_cq_slot *cq = gs_ring_cq(c->ring);
+	uint64_t h, r, tail;
+	int got = 0;
+
+	if (!gs_d_trylock(&c->col_lock))
+		return -1;
+	h = c->cq_head;
+	for (int round = 0; round < 16; round++) {
+		uint64_t seq[GS_CAM_BATCH], tag[GS_CAM_BATCH];
+		int64_t res[GS_CAM_BATCH];
+		int k = 0, i;
+
+		for (i = 0; i < GS_CAM_BATCH; i++)	/* all in flight at once */
+			seq[i] = gs_load_rlx64(&cq[(h + i) & c->cq_mask].seq);
+		while (k < GS_CAM_BATCH && seq[k] == h + k + 1)
+			k++;
+		if (!k)
 			break;
-		/* acquire: pairs with the poller's gs_cw_complete(); res is valid */
-		if (!gs_load_acq32(&w->state))
+		/* acquire: the cqe bodies are read after their seq said posted */
+		gs_fence_acq_sys();
+		for (i = 0; i < k; i++) {
+			struct gs_cq_slot *sl = &cq[(h + i) & c->cq_mask];
+
+			tag[i] = *(volatile uint64_t *)&sl->cqe.tag;
+			res[i] = *(volatile int64_t *)&sl->cqe.res;
+		}
+		for (i = 0; i < k; i++) {
+			/* release: our copy is done before the poller reuses the slot */
+			gs_store_rel64(&cq[(h + i) & c->cq_mask].seq, h + i + c->cq_mask + 1);
+			gs_cam_dispatch(c, tag[i], res[i]);
+		}
+		h += k;
+		got += k;
+		if (k < GS_CAM_BATCH)
 			break;
-		res = *(volatile int64_t *)&w->res;
-		if (!gs_d_cas(&c->retire, &r, r + 1))
-			continue;	/* another thread retired r; r is reloaded */
+	}
+	if (got) {
+		c->cq_head = h;
+		gs_store_rel64(&c->ring->cq_head, h);	/* for observers; seq is the protocol */
+	}
+	r = gs_d_load_rlx(&c->retire);
+	tail = gs_d_load_acq(&c->tail);
+	while (r < tail && gs_d_load_acq(&c->done[r & (c->ncw - 1)]) == r) {
+		int64_t res = c->dres[r & (c->ncw - 1)];
+
 		if (res < 0)
 			gs_cam_fail(c, res);
 		r++;
 	}
-	return r;
+	/* release: a waiter that sees retire sees the data of those requests */
+	gs_d_store_rel(&c->retire, r);
+	gs_d_store_rel(&c->col_lock, 0);
+	return got;
+}
+
+/* Collect, or back off when someone else does or nothing came. */
+GS_HD void gs_cam_wait_step(struct gs_cam *c, uint32_t *ns)
+{
+	if (gs_cam_collect(c) > 0)
+		*ns = 64;
+	else
+		gs_d_backoff(ns);
 }
 
 /*
  * Issue one request (GS_OP_*) for @len bytes at device offset @dev_off,
- * data at region offset @buf_off.  Waits while all ncw words are in use.
+ * data at region offset @buf_off.  Waits while ncw requests are in flight.
  * Returns the ticket.
  */
 GS_HD uint64_t gs_cam_issue(struct gs_cam *c, uint8_t op, uint64_t dev_off, uint32_t len,
 			    uint64_t buf_off)
 {
 	uint64_t t = gs_d_faa(&c->tail, 1);
-	uint32_t i = t & (c->ncw - 1), ns = 64;
-	struct gs_cword *w = &gs_ring_cw(c->ring)[c->cw_base + i];
+	uint32_t ns = 64;
 	struct gs_sqe e = { 0 };
 
-	/* the word's previous owner (ticket t - ncw) must have retired */
-	while (t >= c->ncw && gs_cam_advance(c) <= t - c->ncw)
-		gs_d_backoff(&ns);
-	w->state = 0;
-	/* system fence: the re-armed word is visible before lap[] names us and
-	 * before the request (so the poller's "done" lands after our 0) */
-	gs_fence();
-	gs_d_store_rel(&c->lap[i], t);
+	/* the words' previous owner (ticket t - ncw) must have retired */
+	while (t >= c->ncw && gs_d_load_acq(&c->retire) <= t - c->ncw)
+		gs_cam_wait_step(c, &ns);
 	e.op = op;
-	e.flags = GS_SQE_CW | (op == GS_OP_FLUSH ? 0 : GS_SQE_BUF_OFF);
+	e.flags = GS_SQE_CQE | (op == GS_OP_FLUSH ? 0 : GS_SQE_BUF_OFF);
 	e.len = len;
 	e.off = dev_off;
 	e.buf = buf_off;
 	e.tag = t;
-	e.cw = c->cw_base + i;
 	gs_cam_push(c, &e);
 	return t;
 }
@@ -263,8 +357,8 @@ GS_HD int gs_cam_sync(struct gs_cam *c)
 	uint64_t want = gs_d_load_acq(&c->tail);
 	uint32_t ns = 64;
 
-	while (gs_cam_advance(c) < want)
-		gs_d_backoff(&ns);
+	while (gs_d_load_acq(&c->retire) < want)
+		gs_cam_wait_step(c, &ns);
 	/* system fence: data the pollers wrote is visible to our later loads */
 	gs_fence();
 	return (int)gs_d_load_acq((uint64_t *)&c->err);

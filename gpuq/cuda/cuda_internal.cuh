@@ -17,7 +17,7 @@ struct gs_cring {
 	int host_alloc;			/* ring/buf from cudaHostAlloc */
 	int added;			/* gs_q_ring_add() done */
 	struct gs_cam *dcam;		/* device memory */
-	uint64_t *dlap;
+	uint64_t *ddone;		/* done + sink words, then results */
 	struct gs_cam_ext *dext;
 	void (*detach)(struct gs_cring *r);	/* attach: unregister + unmap */
 	void *priv;			/* attach: connection state */
@@ -31,15 +31,17 @@ struct gs_cuda {
 	/* attach mode */
 	void *conn;
 	int (*attach_ring)(struct gs_cuda *c, struct gs_cring *r,
-			   const struct gs_cuda_params *p, uint32_t sq, uint32_t ncw_total,
-			   uint32_t cam_ncw, size_t buf_bytes);
+			   const struct gs_cuda_params *p, uint32_t sq, uint32_t cam_ncw,
+			   uint32_t sink_n, size_t buf_bytes);
 	void (*detach)(struct gs_cuda *c);
 };
 
 int gs_cuda_err(cudaError_t e, const char *what);
 int gs_cuda_params_fix(struct gs_cuda_params *p, uint64_t cap);
 int gs_cring_setup_dev(struct gs_cring *r, const struct gs_cuda_params *p, uint32_t cam_ncw,
-		       uint64_t nblocks);
+		       uint32_t sink_n, uint64_t nblocks);
+void *gs_cuda_pinned_alloc(size_t bytes);
+void gs_cuda_pinned_free(void *p);
 void gs_cring_destroy(struct gs_cring *r);
 
 #endif /* GS_CUDA_INTERNAL_CUH */

@@ -44,6 +44,41 @@ int gs_cuda_err(cudaError_t e, const char *what)
 
 /* ---- one ring + region, device copy of its gs_cam ---- */
 
+/* Page-aligned pinned host memory mapped into the GPU (cudaHostAlloc may
+ * hand out small blocks unaligned; O_DIRECT and PRPs need pages). */
+void *gs_cuda_pinned_alloc(size_t bytes)
+{
+	size_t len = (bytes + 4095) & ~(size_t)4095;
+	void *p;
+
+	if (posix_memalign(&p, 4096, len))
+		return NULL;
+	memset(p, 0, len);
+	if (gs_cuda_err(cudaHostRegister(p, len, cudaHostRegisterMapped | cudaHostRegisterPortable),
+			"cudaHostRegister")) {
+		free(p);
+		return NULL;
+	}
+	return p;
+}
+
+void gs_cuda_pinned_free(void *p)
+{
+	if (!p)
+		return;
+	cudaHostUnregister(p);
+	free(p);
+}
+
+static uint32_t roundup_pow2(uint32_t x)
+{
+	uint32_t p = 1;
+
+	while (p < x)
+		p <<= 1;
+	return p;
+}
+
 void gs_cring_destroy(struct gs_cring *r)
 {
 	if (r->added && r->q)
@@ -51,11 +86,11 @@ void gs_cring_destroy(struct gs_cring *r)
 	if (r->detach)
 		r->detach(r);
 	cudaFree(r->dcam);
-	cudaFree(r->dlap);
+	cudaFree(r->ddone);
 	cudaFree(r->dext);
 	if (r->host_alloc) {
-		cudaFreeHost(r->ring);
-		cudaFreeHost(r->buf);
+		gs_cuda_pinned_free(r->ring);
+		gs_cuda_pinned_free(r->buf);
 	}
 	memset(r, 0, sizeof(*r));
 }
@@ -66,10 +101,11 @@ void gs_cring_destroy(struct gs_cring *r)
  * the caller mapped and registered (attach).
  */
 int gs_cring_setup_dev(struct gs_cring *r, const struct gs_cuda_params *p, uint32_t cam_ncw,
-		       uint64_t nblocks)
+		       uint32_t sink_n, uint64_t nblocks)
 {
 	struct gs_cam h;
 	void *dring, *dbuf;
+	size_t words = (size_t)cam_ncw + sink_n;
 	int ret;
 
 	ret = gs_cuda_err(cudaHostGetDevicePointer(&dring, r->ring, 0), "device pointer (ring)");
@@ -81,11 +117,12 @@ int gs_cring_setup_dev(struct gs_cring *r, const struct gs_cuda_params *p, uint3
 	ret = gs_cuda_err(cudaMalloc(&r->dcam, sizeof(struct gs_cam)), "cudaMalloc cam");
 	if (ret)
 		return ret;
-	ret = gs_cuda_err(cudaMalloc(&r->dlap, cam_ncw * sizeof(uint64_t)), "cudaMalloc lap");
+	/* done[] and sink_done[] then dres[] and sink_res[] */
+	ret = gs_cuda_err(cudaMalloc(&r->ddone, words * 16), "cudaMalloc done words");
 	if (ret)
 		return ret;
-	/* no ticket equals UINT64_MAX: every word starts unowned */
-	ret = gs_cuda_err(cudaMemset(r->dlap, 0xff, cam_ncw * sizeof(uint64_t)), "memset lap");
+	/* no ticket equals UINT64_MAX: every word starts "not done" */
+	ret = gs_cuda_err(cudaMemset(r->ddone, 0xff, words * 8), "memset done words");
 	if (ret)
 		return ret;
 	if (p->next) {
@@ -102,11 +139,16 @@ int gs_cring_setup_dev(struct gs_cring *r, const struct gs_cuda_params *p, uint3
 	memset(&h, 0, sizeof(h));
 	h.ring = (struct gs_ring *)dring;
 	h.sq_ctr = (p->flags & GS_CUDA_DEV_TICKETS) ? &r->dcam->sq_ticket : &h.ring->sq_tail;
-	h.lap = r->dlap;
+	h.done = r->ddone;
+	h.sink_done = r->ddone + cam_ncw;
+	h.dres = (int64_t *)(r->ddone + words);
+	h.sink_res = h.dres + cam_ncw;
+	h.sink_mask = sink_n ? sink_n - 1 : 0;
 	h.buf = (char *)dbuf;
 	h.buf_len = r->buf_len;
 	h.ncw = cam_ncw;
-	h.cw_base = 0;
+	h.sq_mask = r->ring->sq_entries - 1;
+	h.cq_mask = r->ring->cq_entries - 1;
 	h.block_shift = ilog2(p->block_size);
 	h.next = p->next;
 	h.ext = r->dext;
@@ -117,10 +159,12 @@ int gs_cring_setup_dev(struct gs_cring *r, const struct gs_cuda_params *p, uint3
 
 /* A ring and region of our own in pinned host memory, served by @q. */
 static int cring_create(struct gs_cring *r, struct gs_q *q, const struct gs_cuda_params *p,
-			uint32_t sq, uint32_t ncw_total, uint32_t cam_ncw, size_t buf_bytes,
+			uint32_t sq, uint32_t cam_ncw, uint32_t sink_n, size_t buf_bytes,
 			uint64_t nblocks)
 {
-	size_t rb = gs_ring_bytes(sq, 1, ncw_total);
+	/* room for every cqe that can be in flight: the pollers never wait */
+	uint32_t cq = roundup_pow2(cam_ncw + sink_n);
+	size_t rb = gs_ring_bytes(sq, cq, 0);
 	int ret;
 
 	memset(r, 0, sizeof(*r));
@@ -128,18 +172,16 @@ static int cring_create(struct gs_cring *r, struct gs_q *q, const struct gs_cuda
 	r->host_alloc = 1;
 	r->ring_bytes = rb;
 	r->buf_len = buf_bytes;
-	ret = gs_cuda_err(cudaHostAlloc((void **)&r->ring, rb, cudaHostAllocMapped |
-					cudaHostAllocPortable), "cudaHostAlloc ring");
+	r->ring = (struct gs_ring *)gs_cuda_pinned_alloc(rb);
+	r->buf = (char *)gs_cuda_pinned_alloc(buf_bytes);
+	if (!r->ring || !r->buf) {
+		ret = -ENOMEM;
+		goto destroy;
+	}
+	ret = gs_ring_init(r->ring, rb, sq, cq, 0, GS_RING_POLLED);
 	if (ret)
 		goto destroy;
-	ret = gs_cuda_err(cudaHostAlloc((void **)&r->buf, buf_bytes, cudaHostAllocMapped |
-					cudaHostAllocPortable), "cudaHostAlloc buffer");
-	if (ret)
-		goto destroy;
-	ret = gs_ring_init(r->ring, rb, sq, 1, ncw_total, GS_RING_POLLED);
-	if (ret)
-		goto destroy;
-	ret = gs_cring_setup_dev(r, p, cam_ncw, nblocks);
+	ret = gs_cring_setup_dev(r, p, cam_ncw, sink_n, nblocks);
 	if (ret || !q)
 		goto out;
 	/* fixed buffers make the pollers' I/O cheaper; not having them is fine */
@@ -212,7 +254,7 @@ int gs_cuda_open(struct gs_cuda **cp, struct gs_q *q, const struct gs_cuda_param
 	c->q = q;
 	c->p = p;
 	c->p.ext = NULL;	/* not ours to keep: the device has its copy */
-	ret = cring_create(&c->cr, q, &p, p.sq_entries, p.ncw, p.ncw, p.buf_bytes, p.nblocks);
+	ret = cring_create(&c->cr, q, &p, p.sq_entries, p.ncw, 0, p.buf_bytes, p.nblocks);
 	if (ret) {
 		free(c);
 		return ret;
@@ -311,14 +353,10 @@ static int nvme_setup(struct gs_cuda_array *a, const struct gs_cuda_array_params
 		void *sq, *cq, *dsq, *dcq;
 		uint16_t qid = (uint16_t)(i + 1);
 
-		if ((ret = gs_cuda_err(cudaHostAlloc(&sq, sb, cudaHostAllocMapped), "nvme sq")))
-			return ret;
-		a->nvq_mem[2 * i] = sq;
-		if ((ret = gs_cuda_err(cudaHostAlloc(&cq, cb, cudaHostAllocMapped), "nvme cq")))
-			return ret;
-		a->nvq_mem[2 * i + 1] = cq;
-		memset(sq, 0, sb);
-		memset(cq, 0, cb);
+		sq = a->nvq_mem[2 * i] = gs_cuda_pinned_alloc(sb);
+		cq = a->nvq_mem[2 * i + 1] = gs_cuda_pinned_alloc(cb);
+		if (!sq || !cq)
+			return -ENOMEM;
 		cudaHostGetDevicePointer(&dsq, sq, 0);
 		cudaHostGetDevicePointer(&dcq, cq, 0);
 		if ((ret = gs_swnvme_map(a->sw, (uintptr_t)sq, sq, sb)) ||
@@ -370,7 +408,7 @@ static void array_free(struct gs_cuda_array *a)
 	for (uint32_t i = 0; i < a->nq; i++)
 		gs_swnvme_delete_qpair(a->sw, (uint16_t)(i + 1));
 	for (uint32_t i = 0; i < 2 * a->nq; i++)
-		cudaFreeHost(a->nvq_mem[i]);
+		gs_cuda_pinned_free(a->nvq_mem[i]);
 	for (uint32_t i = 0; i < a->nq; i++)
 		cudaFree(a->nvq_state[i]);
 	cudaFree(a->h.nvmeq);
@@ -423,13 +461,13 @@ int gs_cuda_array_open(struct gs_cuda_array **ap, struct gs_cuda *c,
 	rp.next = c ? c->p.next : 0;
 	rp.flags |= GS_CUDA_DEV_TICKETS & (c ? c->p.flags : 0);
 	rp.sq_entries = p.nio > rp.sq_entries ? p.nio : rp.sq_entries;
-	/* words [0, 2) for the cam (device flushes), [2, 2 + nio) for bounce slots */
+	/* the cam's own tickets (device flushes): 2 words; the bounce slots: sinks */
 	if (p.backend == GS_BAM_NVME || c->q)
 		ret = cring_create(&a->cr, p.backend == GS_BAM_NVME ? NULL : c->q, &rp,
-				   rp.sq_entries, p.nio + 2, 2, (size_t)p.nio * line, nblocks);
+				   rp.sq_entries, 2, p.nio, (size_t)p.nio * line, nblocks);
 	else
-		ret = c->attach_ring ? c->attach_ring(c, &a->cr, &rp, rp.sq_entries, p.nio + 2,
-						      2, (size_t)p.nio * line) : -EOPNOTSUPP;
+		ret = c->attach_ring ? c->attach_ring(c, &a->cr, &rp, rp.sq_entries, 2, p.nio,
+						      (size_t)p.nio * line) : -EOPNOTSUPP;
 	if (ret) {
 		free(a);
 		return ret;
@@ -442,7 +480,6 @@ int gs_cuda_array_open(struct gs_cuda_array **ap, struct gs_cuda *c,
 	h->nio_shift = ilog2(p.nio);
 	h->npages = nblocks;
 	h->bounce_off = 0;
-	h->cw_base = 2;
 	h->cam = a->cr.dcam;
 	if ((ret = array_alloc((void **)&h->pst, h->npages * 4, 0, "cache page states")) ||
 	    (ret = array_alloc((void **)&h->pslot, h->npages * 4, 0, "cache page slots")) ||

@@ -180,8 +180,10 @@ static void cufile_open(void)
 	d.handle.fd = open(path, O_RDONLY | O_DIRECT);
 	e = cf.handle_register(&cf.fh, &d);
 	if (e.err) {
-		snprintf(cf.why, sizeof(cf.why), "cuFileHandleRegister: error %d (cuda %d)", e.err,
-			 e.cu_err);
+		const char *(*str)(int) = (const char *(*)(int))dlsym(h, "cufileop_status_error");
+
+		snprintf(cf.why, sizeof(cf.why), "cuFileHandleRegister: error %d (%s, cuda %d)",
+			 e.err, str ? str(e.err) : "?", e.cu_err);
 		return;
 	}
 	/* one probe read: compat mode may be off, the filesystem unsupported */

@@ -90,6 +90,8 @@ static inline void skip_without_gpu(void)
 {
 	int n = 0;
 
+	/* line-buffered: a run killed by its timeout still shows how far it got */
+	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
 		printf("skip: no GPU\n");
 		exit(77);

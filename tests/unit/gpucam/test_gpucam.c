@@ -75,13 +75,17 @@ struct env {
 	struct gs_cam cam;
 };
 
-static void env_open(struct env *e, uint32_t sq, uint32_t ncw_total, uint32_t cam_ncw,
+static void env_open(struct env *e, uint32_t sq, uint32_t cam_ncw, uint32_t sink_n,
 		     size_t buf_len, int dev_tickets)
 {
 	struct gs_q_params qp = {
 		.path = path, .flags = GS_Q_BUFFERED, .min_pollers = 1, .max_pollers = 2,
 	};
-	size_t rb = gs_ring_bytes(sq, 1, ncw_total);
+	uint32_t cq = 1, words = cam_ncw + sink_n;
+
+	while (cq < words)
+		cq <<= 1;
+	size_t rb = gs_ring_bytes(sq, cq, 0);
 
 	memset(e, 0, sizeof(*e));
 	assert_int_equal(gs_q_open(&e->q, &qp), 0);
@@ -90,18 +94,24 @@ static void env_open(struct env *e, uint32_t sq, uint32_t ncw_total, uint32_t ca
 	e->buf_len = buf_len;
 	assert_non_null(e->ring);
 	assert_non_null(e->buf);
-	assert_int_equal(gs_ring_init(e->ring, rb, sq, 1, ncw_total, GS_RING_POLLED), 0);
+	assert_int_equal(gs_ring_init(e->ring, rb, sq, cq, 0, GS_RING_POLLED), 0);
 	assert_int_equal(gs_q_ring_add(e->q, e->ring, e->buf, buf_len), 0);
 
 	struct gs_cam *c = &e->cam;
 
 	c->ring = e->ring;
 	c->sq_ctr = dev_tickets ? &c->sq_ticket : &e->ring->sq_tail;
-	c->lap = malloc(cam_ncw * sizeof(uint64_t));
-	memset(c->lap, 0xff, cam_ncw * sizeof(uint64_t));
+	c->done = malloc(words * 16);
+	memset(c->done, 0xff, words * 8);
+	c->sink_done = c->done + cam_ncw;
+	c->dres = (int64_t *)(c->done + words);
+	c->sink_res = c->dres + cam_ncw;
+	c->sink_mask = sink_n ? sink_n - 1 : 0;
 	c->buf = e->buf;
 	c->buf_len = buf_len;
 	c->ncw = cam_ncw;
+	c->sq_mask = sq - 1;
+	c->cq_mask = cq - 1;
 	c->block_shift = 12;
 	c->nblocks = NBLOCKS;
 }
@@ -110,7 +120,7 @@ static void env_close(struct env *e)
 {
 	assert_int_equal(gs_q_ring_del(e->q, e->ring), 0);
 	gs_q_close(e->q);
-	free(e->cam.lap);
+	free(e->cam.done);
 	free(e->ring);
 	free(e->buf);
 }
@@ -159,7 +169,7 @@ static void cam_many_threads(int dev_tickets)
 	struct cam_run r[NTH];
 
 	/* a small ring and few words: many laps of both */
-	env_open(&e, 16, 32, 32, NTH * 4 * BS, dev_tickets);
+	env_open(&e, 16, 32, 0, NTH * 4 * BS, dev_tickets);
 	for (int i = 0; i < NTH; i++) {
 		r[i] = (struct cam_run){ .e = &e, .id = i };
 		pthread_create(&t[i], NULL, cam_reader, &r[i]);
@@ -189,7 +199,7 @@ static void test_cam_write_back(void **state)
 	uint64_t ids[16];
 	int fd;
 
-	env_open(&e, 64, 64, 64, 32 * BS, 0);
+	env_open(&e, 64, 64, 0, 32 * BS, 0);
 	for (uint32_t j = 0; j < 16; j++) {
 		uint64_t *w = (uint64_t *)(e.buf + j * BS);
 
@@ -226,7 +236,7 @@ static void test_cam_errors(void **state)
 	uint64_t id = NBLOCKS;
 	struct gs_cam_ext ext[2] = { { 0, 10, 100 * BS }, { 20, 5, 0 } };
 
-	env_open(&e, 16, 16, 16, 4 * BS, 0);
+	env_open(&e, 16, 16, 0, 4 * BS, 0);
 	assert_int_equal(gs_cam_blocks(&e.cam, GS_OP_READ, &id, 1, e.buf), -34);
 	assert_int_equal(gs_cam_blocks(&e.cam, GS_OP_READ, &id, 1, e.buf + 4 * BS), -22);
 	assert_int_equal(gs_cam_sync(&e.cam), -34);	/* sticky: the first one */
@@ -308,7 +318,7 @@ static void test_bam(void **state)
 	pthread_t t[NTH];
 	struct bam_run r[NTH];
 
-	env_open(&e, 16, 2 + nio, 2, nio * BS, 0);
+	env_open(&e, 16, 2, nio, nio * BS, 0);
 	memset(&b, 0, sizeof(b));
 	b.line_shift = 12;
 	b.nslots = 24;		/* tiny: constant eviction, dirty write-backs */
@@ -322,7 +332,6 @@ static void test_bam(void **state)
 	b.slot_ref = calloc(b.nslots, 4);
 	b.data = aligned_alloc(4096, (size_t)b.nslots * BS);
 	b.turn = calloc(nio, 8);
-	b.cw_base = 2;
 	b.cam = &e.cam;
 	for (int i = 0; i < NTH; i++) {
 		r[i] = (struct bam_run){ .b = &b, .id = i };
