@@ -398,7 +398,7 @@ static int walk_fill(void *arg, const char *name, const struct gs_stat *st, uint
 static void test_random_flips(void **state)
 {
 	const char *e = getenv("GS_FUZZ_ROUNDS");
-	int rounds = e ? atoi(e) : 60;
+	int rounds = e ? atoi(e) : 30;
 	struct gs_dsuper sb;
 	uint64_t meta_end;
 
