@@ -269,6 +269,23 @@ int nd_parse_slice(const char *s, uint32_t n, const uint64_t *shape, struct nd_s
 	return 0;
 }
 
+int gs_nd_parse_slice(const char *s, uint32_t ndims, const uint64_t *shape, uint64_t *start,
+		      uint64_t *count, uint64_t *stride, uint32_t *dropped)
+{
+	struct nd_slab sl;
+	int ret;
+
+	if (ndims < 1 || ndims > ND_MAXD)
+		return -EINVAL;
+	ret = nd_parse_slice(s, ndims, shape, &sl, dropped);
+	if (ret)
+		return ret;
+	memcpy(start, sl.start, ndims * sizeof(*start));
+	memcpy(count, sl.count, ndims * sizeof(*count));
+	memcpy(stride, sl.stride, ndims * sizeof(*stride));
+	return 0;
+}
+
 int nd_block_slab(uint32_t n, const uint64_t *shape, const uint64_t *sub, const uint64_t *coord,
 		  struct nd_slab *sl)
 {

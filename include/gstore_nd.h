@@ -91,6 +91,14 @@ int gs_nd_parse_dtype(const char *s, uint32_t *dtype, uint32_t *elem_size);
 int gs_nd_parse_shape(const char *s, uint64_t *shape, unsigned max);
 
 /*
+ * Slice "a:b[:s],i,:,..." of a @ndims-dim @shape (missing trailing entries:
+ * whole).  A bare index i sets bit i of *dropped (numpy drops that axis).
+ * Returns 0, -EINVAL (syntax, empty range) or -ERANGE (outside the shape).
+ */
+int gs_nd_parse_slice(const char *s, uint32_t ndims, const uint64_t *shape, uint64_t *start,
+		      uint64_t *count, uint64_t *stride, uint32_t *dropped);
+
+/*
  * Building-block shape for @p on a device with geometry @g (NULL: a default
  * device): minimum bytes = opt_io x queue_depth x nr_devices, clamped to
  * [64 KiB, 8 MiB]; equal-sided powers of two over the innermost min(ndims, 3)
