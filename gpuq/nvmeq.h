@@ -48,6 +48,10 @@
 
 #include "gstore_ring.h"	/* GS_HD, atomics, gs_cpu_relax */
 
+#if !defined(__CUDA_ARCH__)
+#include <sched.h>
+#endif
+
 /* NVMe submission queue entry (NVM command set fields). */
 struct gs_nvme_cmd {
 	uint8_t opc;
@@ -159,6 +163,24 @@ GS_HD uint32_t gs_nvmeq_load_acq32(uint32_t *p)
 	return gs_load_acq32(p);
 }
 
+/*
+ * Back off in a wait loop.  On the CPU, after a short spin, yield: waiters
+ * may outnumber cores, and the thread they wait for (the one holding the
+ * lock or owning the entry at the head) needs the core.
+ */
+GS_HD void gs_nvmeq_relax(uint32_t *spins)
+{
+#if defined(__CUDA_ARCH__)
+	(void)spins;
+	gs_cpu_relax();
+#else
+	if (++*spins < 64)
+		gs_cpu_relax();
+	else
+		sched_yield();
+#endif
+}
+
 /* ---- setup ---- */
 
 /* Bytes of bookkeeping (turn counters and marks) for @nslots. */
@@ -225,7 +247,7 @@ GS_HD void gs_nvmeq_move_tail(struct gs_nvmeq *q)
 /* Write the command of ticket @t (its turn has come) and see it published. */
 GS_HD void gs_nvmeq_fill(struct gs_nvmeq *q, uint64_t t, const struct gs_nvme_cmd *c)
 {
-	uint32_t pos = (uint32_t)(t % q->qsize);
+	uint32_t pos = (uint32_t)(t % q->qsize), spins = 0;
 
 	q->sq[pos] = *c;
 	q->sq[pos].cid = (uint16_t)t;
@@ -236,9 +258,8 @@ GS_HD void gs_nvmeq_fill(struct gs_nvmeq *q, uint64_t t, const struct gs_nvme_cm
 			gs_nvmeq_move_tail(q);
 			/* release: tail and marks are updated before the next holder */
 			gs_store_rel64(&q->sq_lock, 0);
-		} else {
-			gs_cpu_relax();
 		}
+		gs_nvmeq_relax(&spins);
 	}
 }
 
@@ -249,10 +270,11 @@ GS_HD void gs_nvmeq_fill(struct gs_nvmeq *q, uint64_t t, const struct gs_nvme_cm
 GS_HD uint64_t gs_nvmeq_submit(struct gs_nvmeq *q, const struct gs_nvme_cmd *c)
 {
 	uint64_t t = gs_faa64(&q->ticket, 1);
+	uint32_t spins = 0;
 
 	/* acquire: the previous user of the slot is done with it */
 	while (gs_load_acq64(&q->turn[t & (q->nslots - 1)]) != t)
-		gs_cpu_relax();
+		gs_nvmeq_relax(&spins);
 	gs_nvmeq_fill(q, t, c);
 	return t;
 }
@@ -308,7 +330,7 @@ GS_HD void gs_nvmeq_move_head(struct gs_nvmeq *q)
 /* Entry at absolute index @i was copied: mark it, see the head pass it. */
 GS_HD void gs_nvmeq_consume(struct gs_nvmeq *q, uint64_t i)
 {
-	uint32_t pos = (uint32_t)(i % q->qsize);
+	uint32_t pos = (uint32_t)(i % q->qsize), spins = 0;
 
 	/* release: our copy of the entry is done before the head may pass it */
 	gs_store_rel32(&q->cq_mark[pos], 1);
@@ -317,9 +339,8 @@ GS_HD void gs_nvmeq_consume(struct gs_nvmeq *q, uint64_t i)
 			gs_nvmeq_move_head(q);
 			/* release: head, marks and sq_head before the next holder */
 			gs_store_rel64(&q->cq_lock, 0);
-		} else {
-			gs_cpu_relax();
 		}
+		gs_nvmeq_relax(&spins);
 	}
 }
 
@@ -354,8 +375,10 @@ GS_HD int gs_nvmeq_poll(struct gs_nvmeq *q, uint64_t t, struct gs_nvme_cqe *out)
 /* Wait for ticket @t; returns the NVMe status field (0: success). */
 GS_HD uint16_t gs_nvmeq_wait(struct gs_nvmeq *q, uint64_t t, struct gs_nvme_cqe *out)
 {
+	uint32_t spins = 0;
+
 	while (!gs_nvmeq_poll(q, t, out))
-		gs_cpu_relax();
+		gs_nvmeq_relax(&spins);
 	return out->status >> 1;
 }
 

@@ -24,7 +24,7 @@ qemu_setup() {
 	command -v cpio >/dev/null || qemu_skip "cpio not installed"
 	BUSYBOX=$(command -v busybox || true)
 	[[ -n $BUSYBOX ]] || qemu_skip "busybox (busybox-static) not installed"
-	file -L "$BUSYBOX" 2>/dev/null | grep -q 'statically linked' ||
+	[[ $(LC_ALL=C ldd "$BUSYBOX" 2>&1 || true) == *"not a dynamic"* ]] ||
 		qemu_skip "busybox is not static (install busybox-static)"
 	KVER=
 	local v
