@@ -34,6 +34,7 @@ struct opts {
 	int max_threads;
 	double secs;
 	int runs;
+	unsigned int tests;	/* bit per T_* */
 };
 
 struct thr {
@@ -69,37 +70,42 @@ static void *run_thread(void *arg)
 {
 	struct thr *t = arg;
 	char buf[4096] __attribute__((aligned(4096)));
-	uint64_t ops = 0;
+	/* the loop touches only locals: thr structs of different threads
+	 * share cache lines */
+	struct gs_cache *c = t->c;
+	uint64_t ops = 0, seed = t->seed, lines = t->lines, blocks = t->blocks;
+	uint32_t ls = c ? gs_cache_line_size(c) : 0;
+	int err = 0, fd = t->fd, test = t->test;
 
 	pthread_barrier_wait(t->bar);
 	while (!__atomic_load_n(t->stop, __ATOMIC_RELAXED)) {
 		for (int i = 0; i < 256; i++) {
-			uint64_t r = rnd(&t->seed);
+			uint64_t r = rnd(&seed);
 			struct gs_line *l;
 			void *d;
 
-			switch (t->test) {
+			switch (test) {
 			case T_GETPUT:
-				if (gs_cache_get(t->c, (r % t->lines) * gs_cache_line_size(t->c),
-						 0, &l, &d)) {
-					t->err++;
+				if (gs_cache_get(c, (r % lines) * ls, 0, &l, &d)) {
+					err++;
 					break;
 				}
-				gs_cache_put(t->c, l);
+				gs_cache_put(c, l);
 				break;
 			case T_READ:
-				if (gs_cache_read(t->c, buf, 4096, (r % t->blocks) * 4096) != 4096)
-					t->err++;
+				if (gs_cache_read(c, buf, 4096, (r % blocks) * 4096) != 4096)
+					err++;
 				break;
 			case T_PREAD:
-				if (pread(t->fd, buf, 4096, (off_t)((r % t->blocks) * 4096)) != 4096)
-					t->err++;
+				if (pread(fd, buf, 4096, (off_t)((r % blocks) * 4096)) != 4096)
+					err++;
 				break;
 			}
 		}
 		ops += 256;
 	}
 	t->ops = ops;
+	t->err = err;
 	return NULL;
 }
 
@@ -146,17 +152,30 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+static unsigned int parse_tests(char *list)
+{
+	static const char *const key[T_NR] = { "getput", "read", "pread" };
+	unsigned int m = 0;
+
+	for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ","))
+		for (int i = 0; i < T_NR; i++)
+			if (!strcmp(tok, key[i]))
+				m |= 1u << i;
+	return m;
+}
+
 static void usage(void)
 {
 	fprintf(stderr,
 		"usage: gstore-cachebench [-f IMAGE] [-s SIZE_MiB] [-l LINE] [-t THREADS]\n"
-		"                         [-d SECONDS] [-r RUNS]\n"
+		"                         [-d SECONDS] [-r RUNS] [-o getput,read,pread]\n"
 		"  -f  image file (default: a temporary file in $TMPDIR or /tmp)\n"
 		"  -s  image size and cache budget, MiB (default 64)\n"
 		"  -l  cache line size, bytes (default 65536)\n"
 		"  -t  threads: runs 1..THREADS (default 2)\n"
 		"  -d  seconds per timed run (default 0.5)\n"
-		"  -r  timed runs per figure, median reported (default 5)\n");
+		"  -r  timed runs per figure, median reported (default 5)\n"
+		"  -o  tests to run (default all)\n");
 	exit(2);
 }
 
@@ -185,7 +204,7 @@ static int make_image(const char *path, uint64_t size)
 int main(int argc, char **argv)
 {
 	struct opts o = { .size = 64ull << 20, .line = 65536, .max_threads = 2, .secs = 0.5,
-			  .runs = 5 };
+			  .runs = 5, .tests = (1u << T_NR) - 1 };
 	char tmp[256] = "";
 	struct gs_q_params qp = { 0 };
 	struct gs_cache_params cp = { 0 };
@@ -196,7 +215,7 @@ int main(int argc, char **argv)
 	int opt, fd, r, errs = 0;
 	char buf[4096];
 
-	while ((opt = getopt(argc, argv, "f:s:l:t:d:r:h")) != -1) {
+	while ((opt = getopt(argc, argv, "f:s:l:t:d:r:o:h")) != -1) {
 		switch (opt) {
 		case 'f': o.path = optarg; break;
 		case 's': o.size = strtoull(optarg, NULL, 0) << 20; break;
@@ -204,11 +223,14 @@ int main(int argc, char **argv)
 		case 't': o.max_threads = atoi(optarg); break;
 		case 'd': o.secs = atof(optarg); break;
 		case 'r': o.runs = atoi(optarg); break;
+		case 'o':
+			o.tests = parse_tests(optarg);
+			break;
 		default: usage();
 		}
 	}
 	if (!o.size || o.max_threads < 1 || o.max_threads > 64 || o.runs < 1 || o.runs > 99 ||
-	    o.secs <= 0 || o.line < 4096 || o.size % o.line)
+	    o.secs <= 0 || !o.tests || o.line < 4096 || o.size % o.line)
 		usage();
 	if (!o.path) {
 		const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
@@ -264,6 +286,8 @@ int main(int argc, char **argv)
 	       "min..max Mops/s");
 	gs_cache_get_stats(c, &st0);
 	for (int test = 0; test < T_NR; test++) {
+		if (!(o.tests & (1u << test)))
+			continue;
 		for (int n = 1; n <= o.max_threads; n++) {
 			double v[100];
 
@@ -279,10 +303,10 @@ int main(int argc, char **argv)
 	}
 	gs_cache_get_stats(c, &st1);
 	printf("\n");
-	for (int n = 1; n <= o.max_threads; n++)
+	for (int n = 1; n <= o.max_threads && (o.tests >> T_READ & o.tests >> T_PREAD & 1); n++)
 		printf("gs_cache_read 4 KiB / pread 4 KiB (page cache), %d thread%s: %.2fx\n", n,
 		       n > 1 ? "s" : "", res[T_READ][n] / res[T_PREAD][n]);
-	for (int n = 2; n <= o.max_threads; n++)
+	for (int n = 2; n <= o.max_threads && (o.tests & 1u << T_GETPUT); n++)
 		printf("get+put scaling, %d threads / 1 thread: %.2fx\n", n,
 		       res[T_GETPUT][n] / res[T_GETPUT][1]);
 	printf("misses during the timed runs: %llu, errors: %d\n",
