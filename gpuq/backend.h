@@ -38,6 +38,9 @@ struct gs_backend_ops {
 	/* Register a buffer region; returns its index (>= 0) or -errno.
 	 * Optional: NULL means buffers are used as they are. */
 	int (*register_buffer)(struct gs_bdev *bd, void *addr, size_t len);
+	/* Optional: forget region @index; no I/O into it is in flight and the
+	 * queues stop using it before their next submission. */
+	void (*unregister_buffer)(struct gs_bdev *bd, int index);
 
 	/* Per-poller queue.  @wake_fd: eventfd the queue's wait must also
 	 * return on (the kick), or -1. */

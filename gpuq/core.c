@@ -128,6 +128,7 @@ int gs_q_ring_add(struct gs_q *q, struct gs_ring *ring, void *buf_base, size_t b
 	qr->buf_base = buf_base;
 	qr->buf_len = buf_len;
 	qr->flags = ring->flags;
+	qr->ncw = ring->ncw;
 	pthread_mutex_lock(&q->lock);
 	ret = rings_add(q, qr);
 	pthread_mutex_unlock(&q->lock);
@@ -293,13 +294,19 @@ int gs_q_geometry(struct gs_q *q, struct gs_q_geom *g)
 
 int gs_q_register_buffer(struct gs_q *q, void *addr, size_t len)
 {
-	struct region *rg;
+	struct region *rg = NULL;
 	int idx = -1, ret = 0;
+	uint32_t i;
 
 	if (!q || !addr || !len)
 		return -EINVAL;
 	pthread_mutex_lock(&q->lock);
-	if (q->nregions >= GS_Q_MAX_REGIONS) {
+	for (i = 0; i < q->nregions && !rg; i++)
+		if (!q->regions[i].addr)
+			rg = &q->regions[i];
+	if (!rg && q->nregions < GS_Q_MAX_REGIONS)
+		rg = &q->regions[q->nregions];
+	if (!rg) {
 		ret = -ENOSPC;
 		goto unlock;
 	}
@@ -309,15 +316,47 @@ int gs_q_register_buffer(struct gs_q *q, void *addr, size_t len)
 		if (idx < 0)
 			idx = -1;
 	}
-	rg = &q->regions[q->nregions];
-	rg->addr = addr;
-	rg->len = len;
-	rg->index = idx;
-	/* release: the region entry before the count that exposes it */
-	__atomic_store_n(&q->nregions, q->nregions + 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&rg->addr, (char *)addr, __ATOMIC_RELAXED);
+	__atomic_store_n(&rg->len, len, __ATOMIC_RELAXED);
+	/* release: addr and len before the index that makes pollers use them */
+	__atomic_store_n(&rg->index, idx, __ATOMIC_RELEASE);
+	if (rg == &q->regions[q->nregions])
+		/* release: the entry before the count that exposes it */
+		__atomic_store_n(&q->nregions, q->nregions + 1, __ATOMIC_RELEASE);
 unlock:
 	pthread_mutex_unlock(&q->lock);
 	return ret;
+}
+
+int gs_q_unregister_buffer(struct gs_q *q, void *addr)
+{
+	struct region *rg = NULL;
+	uint64_t gen;
+	uint32_t i;
+	int idx;
+
+	if (!q || !addr)
+		return -EINVAL;
+	pthread_mutex_lock(&q->lock);
+	for (i = 0; i < q->nregions && !rg; i++)
+		if (q->regions[i].addr == addr)
+			rg = &q->regions[i];
+	if (!rg) {
+		pthread_mutex_unlock(&q->lock);
+		return -ENOENT;
+	}
+	idx = rg->index;
+	/* release: pollers that see -1 no longer pick the fixed slot */
+	__atomic_store_n(&rg->index, -1, __ATOMIC_RELEASE);
+	/* wait until no poller can be in the middle of a lookup that saw it */
+	gen = __atomic_add_fetch(&q->ring_gen, 1, __ATOMIC_SEQ_CST);
+	rings_quiesce(q, gen);
+	if (idx >= 0 && q->ops->unregister_buffer)
+		q->ops->unregister_buffer(q->bd, idx);
+	__atomic_store_n(&rg->len, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&rg->addr, NULL, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&q->lock);
+	return 0;
 }
 
 /* ---- kicks ---- */

@@ -552,6 +552,12 @@ static int fault_register_buffer(struct gs_bdev *bd, void *addr, size_t len)
 	return bd->in->register_buffer ? bd->in->register_buffer(bd->ibd, addr, len) : -1;
 }
 
+static void fault_unregister_buffer(struct gs_bdev *bd, int index)
+{
+	if (bd->in->unregister_buffer)
+		bd->in->unregister_buffer(bd->ibd, index);
+}
+
 static int fault_queue_create(struct gs_bdev *bd, uint32_t depth, int wake_fd,
 			      struct gs_bq **qp)
 {
@@ -732,6 +738,7 @@ const struct gs_backend_ops gs_backend_fault = {
 	.close = fault_close,
 	.geometry = fault_geometry,
 	.register_buffer = fault_register_buffer,
+	.unregister_buffer = fault_unregister_buffer,
 	.queue_create = fault_queue_create,
 	.queue_destroy = fault_queue_destroy,
 	.submit = fault_submit,

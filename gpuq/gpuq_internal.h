@@ -38,6 +38,7 @@ struct qring {
 	char *buf_base;		/* GS_SQE_BUF_OFF region */
 	size_t buf_len;
 	uint32_t flags;		/* GS_RING_* as read at gs_q_ring_add() */
+	uint32_t ncw;		/* completion words, as read at gs_q_ring_add() */
 	int internal;		/* the in-process ring: GS_SQE_CB allowed */
 	uint64_t inflight;	/* shared: popped requests not yet completed */
 };

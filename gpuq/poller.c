@@ -14,6 +14,12 @@
  * doubling up to 2 ms while nothing arrives (a timed wait costs ~10 us of
  * CPU in a VM: 2 ms keeps an idle queue near 0.5% of a core).
  *
+ * Busy.  With BATCH_MIN or more requests in flight a poller does not spin
+ * (completions will wake it anyway) and sleeps until a fraction of them is
+ * ready, at most BATCH_US: one wake-up, one round of deliveries and one
+ * futex wake per cq for many requests.  It leaves sleepers clear then, so
+ * producers do not kick; their requests wait at most BATCH_US.
+ *
  * Scaling (CAM's dynamic core adjustment).  Pollers [0, min_pollers) never
  * park.  A poller that finds its queue full while rings still hold requests
  * is saturated: it wakes a sleeping poller or unparks a parked one (at most
@@ -41,9 +47,7 @@
 #define POLL_MIN_US	50		/* sleep bound with a GPU ring attached */
 #define POLL_MAX_US	2000
 #define RECHECK_US	50		/* sleep bound while a flush or cq post waits */
-/* Busy poller: with BATCH_MIN or more in flight, completions will come: do
- * not spin, sleep until inflight / BATCH_DIV of them are ready (at most
- * BATCH_MAX, at most BATCH_US later), without asking producers to kick. */
+/* busy: sleep until inflight / BATCH_DIV completions (<= BATCH_MAX) or BATCH_US */
 #define BATCH_MIN	16
 #define BATCH_DIV	8
 #define BATCH_MAX	32
@@ -147,7 +151,7 @@ static int deliver(struct poller *p, struct preq *rq, int64_t res)
 		if (gs_cq_try_push(r, &c))
 			return -EAGAIN;
 	}
-	if ((fl & GS_SQE_CW) && rq->sqe.cw < r->ncw) {
+	if ((fl & GS_SQE_CW) && rq->sqe.cw < qr->ncw) {
 		struct gs_cword *w = &gs_ring_cw(r)[rq->sqe.cw];
 
 		gs_cw_complete(w, res);
@@ -173,6 +177,19 @@ static int deliver(struct poller *p, struct preq *rq, int64_t res)
 	return 0;
 }
 
+/* Keep each cq in order: once a cqe of a ring waits, later ones queue behind. */
+static int ovf_waits(struct poller *p, struct preq *rq)
+{
+	struct preq *o;
+
+	if (!(rq->sqe.flags & GS_SQE_CQE))
+		return 0;
+	for (o = p->cqovf; o; o = o->next)
+		if (o->qr == rq->qr)
+			return 1;
+	return 0;
+}
+
 static void complete(struct poller *p, struct preq *rq, int64_t res)
 {
 	STAT_ADD(p, reqs, 1);
@@ -183,8 +200,7 @@ static void complete(struct poller *p, struct preq *rq, int64_t res)
 	else if (rq->sqe.op == GS_OP_WRITE)
 		STAT_ADD(p, write_bytes, res);
 
-	if (p->cqovf || deliver(p, rq, res)) {
-		/* keep cq order: once one waits, later ones queue behind it */
+	if (ovf_waits(p, rq) || deliver(p, rq, res)) {
 		struct preq **tail = &p->cqovf;
 
 		rq->res = res;
@@ -199,19 +215,30 @@ static void complete(struct poller *p, struct preq *rq, int64_t res)
 
 static int retry_overflow(struct poller *p)
 {
+	struct preq **pp = &p->cqovf, *rq;
 	int n = 0;
 
-	while (p->cqovf) {
-		struct preq *rq = p->cqovf;
+	while ((rq = *pp)) {
+		struct preq *o;
+		int blocked = 0;
 
-		if (deliver(p, rq, rq->res)) {
-			if (!__atomic_load_n(&p->q->stopping, __ATOMIC_RELAXED))
-				break;
-			/* shutting down and nobody drains the cq: drop the cqe */
-			rq->sqe.flags &= ~GS_SQE_CQE;
+		/* an earlier cqe of the same ring still waits: keep the order */
+		for (o = p->cqovf; o != rq && !blocked; o = o->next)
+			blocked = o->qr == rq->qr;
+		if (!blocked && deliver(p, rq, rq->res)) {
+			if (!__atomic_load_n(&p->q->stopping, __ATOMIC_RELAXED)) {
+				blocked = 1;
+			} else {
+				/* shutting down and nobody drains the cq: drop the cqe */
+				rq->sqe.flags &= ~GS_SQE_CQE;
+				continue;
+			}
+		}
+		if (blocked) {
+			pp = &rq->next;
 			continue;
 		}
-		p->cqovf = rq->next;
+		*pp = rq->next;
 		rq_free(p, rq);
 		n++;
 	}
@@ -320,14 +347,19 @@ static int issue_flushes(struct poller *p)
 
 static int region_index(struct gs_q *q, char *buf, uint32_t len)
 {
-	/* acquire: region entries are complete below the published count */
+	/* acquire: entries below the published count are initialised */
 	uint32_t n = __atomic_load_n(&q->nregions, __ATOMIC_ACQUIRE), i;
 
 	for (i = 0; i < n; i++) {
 		struct region *rg = &q->regions[i];
+		/* acquire: pairs with gs_q_register_buffer()'s release of index;
+		 * an entry is not reused before every poller passed a loop top */
+		int idx = __atomic_load_n(&rg->index, __ATOMIC_ACQUIRE);
+		char *a = __atomic_load_n(&rg->addr, __ATOMIC_RELAXED);
+		size_t l = __atomic_load_n(&rg->len, __ATOMIC_RELAXED);
 
-		if (rg->index >= 0 && buf >= rg->addr && buf + len <= rg->addr + rg->len)
-			return rg->index;
+		if (idx >= 0 && buf >= a && buf + len <= a + l)
+			return idx;
 	}
 	return -1;
 }
@@ -343,6 +375,8 @@ static int prep(struct gs_q *q, struct preq *rq)
 	if (e->op >= GS_OP_NR)
 		return -EINVAL;
 	if ((e->flags & GS_SQE_CB) && !qr->internal)
+		return -EINVAL;
+	if ((e->flags & GS_SQE_CW) && e->cw >= qr->ncw)
 		return -EINVAL;
 	memset(b, 0, sizeof(*b));
 	b->op = e->op;

@@ -42,9 +42,15 @@ struct gs_bdev {
 	int fd;
 	int is_blk;
 	struct gs_q_geom geom;
-	pthread_mutex_t lock;		/* buffer table writers */
+	/*
+	 * The registered buffer table every queue copies: slot i holds bufs[i]
+	 * (iov_base NULL: empty) at generation gen[i].  changes is bumped
+	 * (release) after each edit; queues re-sync, under lock, when it moved.
+	 */
+	pthread_mutex_t lock;
 	struct iovec bufs[URING_MAX_BUFS];
-	uint32_t nbufs;			/* release after bufs[i] is written */
+	uint64_t gen[URING_MAX_BUFS];
+	uint64_t changes;
 };
 
 struct gs_bq {
@@ -55,8 +61,9 @@ struct gs_bq {
 	uint64_t wake_val;
 	int fixed_file;
 	int fixed_bufs;
-	uint32_t bufs_synced;
-	uint64_t buf_ok;		/* bit i: region i is in this ring's table */
+	uint64_t seen_changes;
+	uint64_t sgen[URING_MAX_BUFS];	/* generation of each slot in this ring */
+	uint64_t buf_ok;		/* bit i: slot i is registered in this ring */
 	uint32_t ncqe;			/* test hook counter */
 	struct gs_bio **retry;		/* resubmissions that found no sqe */
 	unsigned nretry, retry_cap;
@@ -170,20 +177,35 @@ static int uring_geometry(struct gs_bdev *bd, struct gs_q_geom *g)
 
 static int uring_register_buffer(struct gs_bdev *bd, void *addr, size_t len)
 {
-	int idx;
+	int i;
 
 	pthread_mutex_lock(&bd->lock);
-	idx = (int)bd->nbufs;
-	if (idx >= URING_MAX_BUFS) {
-		idx = -ENOSPC;
+	for (i = 0; i < URING_MAX_BUFS && bd->bufs[i].iov_base; i++)
+		;
+	if (i == URING_MAX_BUFS) {
+		i = -ENOSPC;
 	} else {
-		bd->bufs[idx].iov_base = addr;
-		bd->bufs[idx].iov_len = len;
-		/* release: the iovec before the count the queues sync up to */
-		__atomic_store_n(&bd->nbufs, idx + 1, __ATOMIC_RELEASE);
+		bd->bufs[i].iov_base = addr;
+		bd->bufs[i].iov_len = len;
+		bd->gen[i]++;
+		/* release: the slot before the count that makes queues look */
+		__atomic_add_fetch(&bd->changes, 1, __ATOMIC_RELEASE);
 	}
 	pthread_mutex_unlock(&bd->lock);
-	return idx;
+	return i;
+}
+
+/* Empty slot @i; each queue drops it before its next submission. */
+static void uring_unregister_buffer(struct gs_bdev *bd, int i)
+{
+	if (i < 0 || i >= URING_MAX_BUFS)
+		return;
+	pthread_mutex_lock(&bd->lock);
+	bd->bufs[i].iov_base = NULL;
+	bd->bufs[i].iov_len = 0;
+	bd->gen[i]++;
+	__atomic_add_fetch(&bd->changes, 1, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&bd->lock);
 }
 
 /* ---- queues ---- */
@@ -258,21 +280,34 @@ static void uring_queue_destroy(struct gs_bq *q)
 	free(q);
 }
 
-/* Bring this ring's registered buffer table up to the device's list. */
+/* Bring this ring's registered buffer table up to the device's. */
 static void sync_bufs(struct gs_bq *q)
 {
-	/* acquire: pairs with uring_register_buffer's release */
-	uint32_t n = __atomic_load_n(&q->bd->nbufs, __ATOMIC_ACQUIRE);
+	struct gs_bdev *bd = q->bd;
+	/* acquire: pairs with the release of an edit of the table */
+	uint64_t c = __atomic_load_n(&bd->changes, __ATOMIC_ACQUIRE);
+	unsigned i;
 
-	while (q->bufs_synced < n) {
-		uint32_t i = q->bufs_synced++;
-		struct iovec iov = q->bd->bufs[i];
+	if (c == q->seen_changes)
+		return;
+	pthread_mutex_lock(&bd->lock);
+	for (i = 0; i < URING_MAX_BUFS; i++) {
+		struct iovec iov = bd->bufs[i];
 
-		/* failure (RLIMIT_MEMLOCK, ...): this region stays unfixed */
-		if (q->fixed_bufs &&
-		    io_uring_register_buffers_update_tag(&q->ring, i, &iov, NULL, 1) == 1)
+		if (q->sgen[i] == bd->gen[i])
+			continue;
+		q->sgen[i] = bd->gen[i];
+		q->buf_ok &= ~(1ull << i);
+		if (!q->fixed_bufs)
+			continue;
+		/* an empty iovec clears the slot; in-flight users keep their pages.
+		 * Failure (RLIMIT_MEMLOCK, ...): this region stays unfixed here. */
+		if (io_uring_register_buffers_update_tag(&q->ring, i, &iov, NULL, 1) == 1 &&
+		    iov.iov_base)
 			q->buf_ok |= 1ull << i;
 	}
+	q->seen_changes = __atomic_load_n(&bd->changes, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&bd->lock);
 }
 
 static void prep_bio(struct gs_bq *q, struct io_uring_sqe *sqe, struct gs_bio *b)
@@ -459,6 +494,7 @@ const struct gs_backend_ops gs_backend_uring = {
 	.close = uring_close,
 	.geometry = uring_geometry,
 	.register_buffer = uring_register_buffer,
+	.unregister_buffer = uring_unregister_buffer,
 	.queue_create = uring_queue_create,
 	.queue_destroy = uring_queue_destroy,
 	.submit = uring_submit,

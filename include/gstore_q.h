@@ -66,9 +66,13 @@ int gs_q_geometry(struct gs_q *q, struct gs_q_geom *g);
  * Register a buffer region for zero-copy/fixed-buffer I/O (io_uring
  * registered buffers).  Requests whose buffer lies inside a registered
  * region use it automatically.  Regions must be registered before I/O
- * touching them is submitted and stay valid until gs_q_close().
+ * touching them is submitted and stay valid until gs_q_unregister_buffer()
+ * or gs_q_close().
  */
 int gs_q_register_buffer(struct gs_q *q, void *addr, size_t len);
+/* Forget the region that starts at @addr (no I/O into it may be in flight);
+ * afterwards its memory may be unmapped or reused. */
+int gs_q_unregister_buffer(struct gs_q *q, void *addr);
 
 /* ---- in-process helpers (ride on an internal ring) ---- */
 

@@ -340,10 +340,12 @@ static void test_ext_ring(void **state)
 			  .buf = 64, .tag = 3 },	/* callbacks only in-process */
 			{ .op = GS_OP_READ, .flags = GS_SQE_BUF_OFF | GS_SQE_CQE, .len = BS,
 			  .off = IMG, .tag = 4 },	/* past the end */
+			{ .op = GS_OP_READ, .flags = GS_SQE_BUF_OFF | GS_SQE_CQE | GS_SQE_CW,
+			  .len = BS, .cw = ent, .tag = 5 },	/* no such completion word */
 		};
-		int64_t want[] = { -EFAULT, -EINVAL, -EINVAL, -EINVAL };
+		int64_t want[] = { -EFAULT, -EINVAL, -EINVAL, -EINVAL, -EINVAL };
 
-		for (i = 0; i < 4; i++) {
+		for (i = 0; i < 5; i++) {
 			struct gs_cqe c;
 
 			gs_sq_push(r, &bad[i]);
@@ -381,6 +383,13 @@ static void test_cq_overflow(void **state)
 	}
 	gs_q_kick(q);
 	usleep(20000);
+	/* other rings' requests do not queue behind the full cq */
+	{
+		char *b = tq_alloc(BS);
+
+		assert_int_equal(gs_q_pread(q, b, BS, 0), BS);
+		free(b);
+	}
 	for (i = 0; i < 32; i++) {
 		struct gs_cqe c;
 
@@ -416,9 +425,41 @@ static void test_registered(void **state)
 	/* a buffer outside every region takes the plain path */
 	assert_int_equal(gs_q_pread(q, plain, BS, 3000 * BS), BS);
 	assert_true(tq_check(plain, BS, 3000, 5));
-	if (q->nregions)
-		assert_true(q->regions[0].index == 0);
+	assert_int_equal(q->regions[0].index, 0);
 	assert_int_equal(gs_q_register_buffer(q, NULL, 1), -EINVAL);
+
+	/* unregister, free, and register new memory (likely at the same address):
+	 * the pollers must use the new pages, never the stale fixed slot */
+	for (i = 0; i < 8; i++) {
+		char *again;
+
+		assert_int_equal(gs_q_unregister_buffer(q, reg), 0);
+		assert_int_equal(gs_q_unregister_buffer(q, reg), -ENOENT);
+		free(reg);
+		again = tq_alloc(len);
+		assert_int_equal(gs_q_register_buffer(q, again, len), 0);
+		assert_int_equal(q->nregions, 1);	/* the entry was reused */
+		assert_int_equal(gs_q_pread(q, again + BS, BS, (3000 + i) * BS), BS);
+		assert_true(tq_check(again + BS, BS, 3000 + i, 5));
+		reg = again;
+	}
+	/* 64 regions at most; an unregistered entry is free again */
+	{
+		char *many[GS_Q_MAX_REGIONS];
+		unsigned k;
+
+		for (k = 1; k < GS_Q_MAX_REGIONS; k++) {
+			many[k] = tq_alloc(BS);
+			assert_int_equal(gs_q_register_buffer(q, many[k], BS), 0);
+		}
+		assert_int_equal(gs_q_register_buffer(q, plain, BS), -ENOSPC);
+		assert_int_equal(gs_q_pread(q, many[63], BS, 3001 * BS), BS);
+		assert_true(tq_check(many[63], BS, 3001, 5));
+		for (k = 1; k < GS_Q_MAX_REGIONS; k++) {
+			assert_int_equal(gs_q_unregister_buffer(q, many[k]), 0);
+			free(many[k]);
+		}
+	}
 	free(plain);
 	gs_q_close(q);
 	free(reg);
