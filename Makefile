@@ -139,7 +139,7 @@ install: all
 	ln -sf $(PREFIX)/bin/gstore $(DESTDIR)$(PREFIX)/sbin/mkfs.gstore
 	ln -sf $(PREFIX)/bin/gstore $(DESTDIR)$(PREFIX)/sbin/fsck.gstore
 	-ln -sf $(PREFIX)/bin/gstorefs $(DESTDIR)$(PREFIX)/sbin/mount.gstorefs
-	for s in 1 3 5 7 8; do \
+	for s in 1 3 4 5 7 8; do \
 		install -d $(DESTDIR)$(PREFIX)/share/man/man$$s; \
 		for m in man/man$$s/*.$$s; do [ -e "$$m" ] && install -m 644 $$m $(DESTDIR)$(PREFIX)/share/man/man$$s/; done; \
 	done; true
