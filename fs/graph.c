@@ -294,12 +294,11 @@ int gr_graph_open_store(struct gr_store *st, struct gs_fs *fs, uint64_t ino, uns
 		g->dir[d].npages = le64toh(g->root.dir[d].npages);
 	}
 	if (g->root.redo_len) {
-		if (flags & GS_GRAPH_RDONLY) {
-			gs_err("graph %" PRIu64 ": an interrupted merge needs a writable mount", ino);
-			ret = -EROFS;
-			goto free_g;
-		}
+		/* recovery writes even for a read-only handle, as a journal does */
 		ret = gr_redo_replay(g);
+		if (ret == -EROFS)
+			gs_err("graph %" PRIu64 ": an interrupted merge needs a writable mount",
+			       ino);
 		if (ret)
 			goto free_g;
 	}

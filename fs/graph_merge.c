@@ -433,6 +433,8 @@ int gr_merge_locked(struct gs_graph *g)
 		nimg += m[d].nimg;
 	}
 
+	gs_info("graph %" PRIu64 ": merge %" PRIu64 ": %zu page images", g->ino,
+		le64toh(g->root.merges) + 1, nimg);
 	/* 1: new GTTs, removed list and images where the old graph does not look */
 	for (unsigned d = 0; d < g->ndirs && !ret; d++)
 		ret = write_gtt(g, g->dir[d].gtt_alt, &m[d].ngtt);
@@ -468,6 +470,7 @@ int gr_merge_locked(struct gs_graph *g)
 		g->root = saved;
 		goto free_m;
 	}
+	gs_info("graph %" PRIu64 ": merge %" PRIu64 " committed", g->ino, le64toh(g->root.merges));
 	/* from here the disk says "new graph": in memory it must be too */
 	for (unsigned d = 0; d < g->ndirs; d++) {
 		struct gr_dir *dr = &g->dir[d];
@@ -566,6 +569,9 @@ int gr_redo_replay(struct gs_graph *g)
 		ret = g->st->ops->sync(g->st, g->dir[d].pages_obj);
 	if (!ret)
 		ret = commit_done(g);
+	if (!ret)
+		gs_info("graph %" PRIu64 ": replayed the redo log of merge %" PRIu64 " (%" PRIu64
+			" pages)", g->ino, le64toh(g->root.merges), nimg);
 free_buf:
 	free(buf);
 	return ret;

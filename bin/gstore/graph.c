@@ -507,6 +507,30 @@ static int g_update(struct gctx *c, int argc, char **argv)
 	return close_graph(c, status);
 }
 
+static int g_edges(struct gctx *c, int argc, char **argv)
+{
+	struct gs_graph_cursor cur = { 0 };
+	char *buf = malloc(1 << 20);
+	ssize_t n = 0;
+	FILE *f;
+
+	if (argc || !buf) {
+		free(buf);
+		return argc ? gs_usage("graph") : 1;
+	}
+	if (open_graph(c, 1)) {
+		free(buf);
+		return 1;
+	}
+	f = c->out ? out_file(c) : stdout;
+	while (f && (n = gs_graph_edges_text(c->g, &cur, buf, 1 << 20)) > 0)
+		fwrite(buf, 1, (size_t)n, f);
+	if (c->out)
+		out_close(c, f);
+	free(buf);
+	return close_graph(c, n < 0 ? gs_fail(1, "edges: %s", strerror((int)-n)) : !f);
+}
+
 static int g_merge(struct gctx *c, int argc, char **argv)
 {
 	double t0 = now();
@@ -724,7 +748,8 @@ static const struct {
 	const char *name;
 	int (*run)(struct gctx *c, int argc, char **argv);
 } subs[] = {
-	{ "info", g_info }, { "neighbors", g_neighbors }, { "update", g_update },
+	{ "info", g_info }, { "neighbors", g_neighbors }, { "edges", g_edges },
+	{ "update", g_update },
 	{ "merge", g_merge }, { "export-csr", g_export_csr }, { "bfs", g_bfs }, { "cc", g_cc },
 	{ "pagerank", g_pagerank }, { "randomwalk", g_randomwalk }, { "mis", g_mis },
 };
