@@ -320,7 +320,9 @@ struct wstate {
 	int fd;			/* edges: the incoming list, a temp file */
 	bool written;
 	struct gs_graph_cursor cur;	/* edges reads: where the text resumes */
-	uint64_t cur_off;
+	char *win;		/* the text [win_off, win_off + win_len) */
+	uint64_t win_off;
+	size_t win_len;
 };
 
 static int tmp_file(void)
@@ -390,10 +392,48 @@ static int graph_open(struct gs_fuse *gf, struct gs_vfile *f)
 	return ret;
 }
 
+#define WIN	(64u << 10)
+
+/* The edge list text through a window of it, produced in order: reads of
+ * any size and offset; a read behind the window starts over. */
+static ssize_t read_edges(struct gs_graph *g, struct wstate *ws, char *buf, size_t size,
+			  uint64_t off)
+{
+	size_t done = 0;
+
+	if (!ws->win && !(ws->win = malloc(WIN)))
+		return -ENOMEM;
+	if (off < ws->win_off) {
+		memset(&ws->cur, 0, sizeof(ws->cur));
+		ws->win_off = ws->win_len = 0;
+	}
+	while (done < size) {
+		uint64_t at = off + done;
+		size_t k;
+
+		if (at >= ws->win_off + ws->win_len) {
+			ssize_t n = gs_graph_edges_text(g, &ws->cur, ws->win, WIN);
+
+			if (n < 0)
+				return done ? (ssize_t)done : n;
+			if (!n)
+				break;	/* the end */
+			ws->win_off += ws->win_len;
+			ws->win_len = (size_t)n;
+			continue;
+		}
+		k = ws->win_off + ws->win_len - at;
+		if (k > size - done)
+			k = size - done;
+		memcpy(buf + done, ws->win + (at - ws->win_off), k);
+		done += k;
+	}
+	return (ssize_t)done;
+}
+
 static ssize_t graph_read(struct gs_fuse *gf, struct gs_vfile *f, char *buf, size_t size,
 			  uint64_t off)
 {
-	struct wstate *ws = f->priv;
 	struct gh *h;
 	ssize_t n = 0;
 	int ret;
@@ -406,33 +446,11 @@ static ssize_t graph_read(struct gs_fuse *gf, struct gs_vfile *f, char *buf, siz
 			memcpy(buf, f->buf + o, (size_t)n);
 		return n;
 	}
-	if (size < 80)
-		return -EINVAL;		/* room for one line */
 	ret = gh_get(gf, f->vn->obj, &h);
 	if (ret)
 		return ret;
-	if (!h->g)
-		goto out;
-	if (off != ws->cur_off) {
-		/* the text is produced in order: elsewhere means from the start */
-		memset(&ws->cur, 0, sizeof(ws->cur));
-		ws->cur_off = 0;
-	}
-	for (;;) {
-		uint64_t at = ws->cur_off;
-
-		n = gs_graph_edges_text(h->g, &ws->cur, buf, size);
-		if (n <= 0)
-			break;
-		ws->cur_off += (uint64_t)n;
-		if (ws->cur_off > off) {
-			/* the chunk holding @off: from there on */
-			n -= (ssize_t)(off - at);
-			memmove(buf, buf + (off - at), (size_t)n);
-			break;
-		}
-	}
-out:
+	if (h->g)
+		n = read_edges(h->g, f->priv, buf, size, off);
 	gh_put(h);
 	return n;
 }
@@ -644,6 +662,7 @@ static int graph_release(struct gs_fuse *gf, struct gs_vfile *f)
 	if (ws->fd >= 0)
 		close(ws->fd);
 	free(ws->pend);
+	free(ws->win);
 	free(ws);
 	f->priv = NULL;
 	return ret < 0 ? ret : 0;
