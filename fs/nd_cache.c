@@ -173,6 +173,18 @@ static int ent_buf(struct gs_nd *nd, struct nd_ent *e)
 
 static int wb_some(struct gs_nd *nd, unsigned max, bool idle_only);
 
+/* Does block @bid stick out of the space (padding that must read as zero)? */
+static bool edge_block(const struct nd_layout *L, uint64_t bid)
+{
+	uint64_t bc[ND_MAXD];
+
+	nd_bcoord(L, bid, bc);
+	for (uint32_t i = 0; i < L->ndims; i++)
+		if ((bc[i] + 1) * L->bb[i] > L->shape[i])
+			return true;
+	return false;
+}
+
 /*
  * Claim or pin the blocks of it[0..n); returns how many (a prefix).  Claimed
  * misses are filled outside the lock: zeroed (never written, or about to be
@@ -183,14 +195,17 @@ int nd_cache_pin(struct gs_nd *nd, struct nd_item *it, unsigned n, bool for_writ
 	struct nd_cache *c = &nd->c;
 	struct nd_ent **claimed;
 	struct nd_bio **bios;
+	bool *full;
 	unsigned got = 0, nc = 0, nb = 0;
 	int ret;
 
 	claimed = malloc(n * sizeof(*claimed));
 	bios = malloc(n * sizeof(*bios));
-	if (!claimed || !bios) {
+	full = malloc(n * sizeof(*full));
+	if (!claimed || !bios || !full) {
 		free(claimed);
 		free(bios);
+		free(full);
 		return -ENOMEM;
 	}
 	pthread_mutex_lock(&c->mu);
@@ -217,6 +232,7 @@ int nd_cache_pin(struct gs_nd *nd, struct nd_item *it, unsigned n, bool for_writ
 					pthread_mutex_unlock(&c->mu);
 					free(claimed);
 					free(bios);
+					free(full);
 					return ret;
 				}
 				continue;
@@ -244,7 +260,8 @@ int nd_cache_pin(struct gs_nd *nd, struct nd_item *it, unsigned n, bool for_writ
 		uint64_t slot1 = 0;
 
 		ret = ent_buf(nd, e);
-		if (!ret && e->slot == ND_SLOT_UNKNOWN) {
+		full[i] = e->slot == 0;
+		if (!ret && !full[i]) {
 			ret = nd_index_lookup(nd, e->bid, &slot1);
 			e->slot = slot1;
 		} else if (!ret) {
@@ -252,7 +269,8 @@ int nd_cache_pin(struct gs_nd *nd, struct nd_item *it, unsigned n, bool for_writ
 			e->slot = ND_SLOT_UNKNOWN;
 		}
 		if (ret || slot1 == 0) {
-			if (!ret)
+			/* a block overwritten whole needs zeros only in an edge's padding */
+			if (!ret && (!full[i] || edge_block(&nd->L, e->bid)))
 				memset(e->buf, 0, nd->st->stride);
 			fill_done(nd, e, ret);
 			continue;
@@ -269,6 +287,7 @@ int nd_cache_pin(struct gs_nd *nd, struct nd_item *it, unsigned n, bool for_writ
 	}
 	free(claimed);
 	free(bios);
+	free(full);
 	return got;
 }
 
@@ -341,8 +360,9 @@ static int wb_batch(struct gs_nd *nd, struct nd_ent **v, const uint64_t *gen, un
 	struct nd_cache *c = &nd->c;
 	struct nd_wb wb = { 0 };
 	struct nd_bio **bios;
+	uint64_t first;
 	bool *fresh;
-	unsigned nb = 0;
+	unsigned nb = 0, nfresh = 0;
 	int ret = 0;
 
 	bios = malloc(n * sizeof(*bios));
@@ -353,7 +373,6 @@ static int wb_batch(struct gs_nd *nd, struct nd_ent **v, const uint64_t *gen, un
 	}
 	for (unsigned i = 0; i < n; i++) {
 		struct nd_ent *e = v[i];
-		uint64_t s;
 
 		e->err = 0;
 		if (e->slot == ND_SLOT_UNKNOWN || e->slot == 0) {
@@ -362,12 +381,21 @@ static int wb_batch(struct gs_nd *nd, struct nd_ent **v, const uint64_t *gen, un
 				goto unmark;
 		}
 		if (e->slot == 0) {
-			ret = nd_slot_new(nd, &s);
-			if (ret)
-				goto unmark;
-			e->slot = s + 1;
 			fresh[i] = true;
+			nfresh++;
 		}
+	}
+	/* blocks written the first time: their slots in one allocation */
+	if (nfresh) {
+		ret = nd_slots_new(nd, nfresh, &first);
+		if (ret)
+			goto unmark;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		struct nd_ent *e = v[i];
+
+		if (fresh[i])
+			e->slot = ++first;	/* slot + 1 */
 		e->wb = &wb;
 		e->bio = (struct nd_bio){ .op = GS_ND_OP_WRITE, .slot = e->slot - 1, .buf = e->buf,
 					  .done = write_done, .priv = e };

@@ -311,22 +311,32 @@ static uint32_t ilog2_up(uint64_t x)
 	return x <= 1 ? 0 : 64 - __builtin_clzll(x - 1);
 }
 
+/*
+ * NDS eq. 1: a block is at least parallel units x basic access size, so one
+ * block keeps the device's parallel units busy.  Parallel requests: the
+ * queue depth per device x devices.  Basic access: the device's page-sized
+ * unit, its logical block rounded up to 4 KiB (not opt_io: opt_io x queue
+ * depth is the bytes in flight that saturate the device through many
+ * requests, 32x too much for one block at opt_io = 128 KiB).  And at least
+ * one optimal-sized I/O.
+ */
 uint64_t nd_min_block_bytes(const struct gs_q_geom *g)
 {
-	uint64_t io = 4096, qd = 128, ndev = 1, b;
+	uint64_t io = 4096, qd = 128, ndev = 1, opt = 0, b;
 
 	if (g) {
-		io = g->opt_io > g->lba_size ? g->opt_io : g->lba_size;
-		if (io == 0)
-			io = 4096;
+		if (g->lba_size > io)
+			io = g->lba_size;
 		if (g->queue_depth)
 			qd = g->queue_depth;
 		if (g->nr_devices)
 			ndev = g->nr_devices;
+		opt = g->opt_io;
 	}
-	/* NDS eq. 1: enough bytes that one block keeps every parallel unit busy */
 	if (__builtin_mul_overflow(io, qd, &b) || __builtin_mul_overflow(b, ndev, &b))
 		b = ND_MAX_BB_BYTES;
+	if (b < opt)
+		b = opt;
 	if (b < ND_MIN_BB_BYTES)
 		b = ND_MIN_BB_BYTES;
 	if (b > ND_MAX_BB_BYTES)

@@ -232,14 +232,15 @@ out:
 	return ret;
 }
 
-int nd_slot_new(struct gs_nd *nd, uint64_t *slot)
+int nd_slots_new(struct gs_nd *nd, uint64_t n, uint64_t *first)
 {
 	int ret;
 
 	pthread_mutex_lock(&nd->imu);
-	ret = nd->st->ops->slot_alloc(nd->st, nd->nslots);
+	ret = nd->st->ops->slot_alloc(nd->st, nd->nslots, n);
 	if (!ret) {
-		*slot = nd->nslots++;
+		*first = nd->nslots;
+		nd->nslots += n;
 		nd->sb_dirty = true;
 	}
 	pthread_mutex_unlock(&nd->imu);

@@ -156,8 +156,8 @@ struct nd_bio {
 struct nd_store_ops {
 	ssize_t (*meta_read)(struct nd_store *s, void *buf, size_t len, uint64_t off);
 	ssize_t (*meta_write)(struct nd_store *s, const void *buf, size_t len, uint64_t off);
-	/* Back a new slot with one contiguous extent. */
-	int (*slot_alloc)(struct nd_store *s, uint64_t slot);
+	/* Back new slots [first, first + n), each with one contiguous extent. */
+	int (*slot_alloc)(struct nd_store *s, uint64_t first, uint64_t n);
 	/* Start all @n transfers; each completes through its done().  Returns 0 or
 	 * -errno with nothing started. */
 	int (*submit)(struct nd_store *s, struct nd_bio **b, unsigned n);
@@ -264,8 +264,8 @@ int nd_sb_write_if_dirty(struct gs_nd *nd);
 int nd_index_lookup(struct gs_nd *nd, uint64_t bid, uint64_t *slot1);
 /* Record slot @slot for block @bid, creating nodes on the way. */
 int nd_index_set(struct gs_nd *nd, uint64_t bid, uint64_t slot);
-/* A new slot, backed by an extent. */
-int nd_slot_new(struct gs_nd *nd, uint64_t *slot);
+/* @n new consecutive slots from *first, backed by extents. */
+int nd_slots_new(struct gs_nd *nd, uint64_t n, uint64_t *first);
 
 /* nd.c: a space over any store (tests use plain files). */
 int nd_space_format(struct nd_store *st, const struct gs_nd_params *p, uint64_t data_ino);

@@ -65,7 +65,7 @@ static ssize_t f_meta_write(struct nd_store *s, const void *buf, size_t len, uin
 	return r < 0 ? -errno : r;
 }
 
-static int f_slot_alloc(struct nd_store *s, uint64_t slot)
+static int f_slot_alloc(struct nd_store *s, uint64_t first, uint64_t n)
 {
 	return 0;	/* files grow on write */
 }
@@ -201,20 +201,32 @@ static int dev_remember(struct fsstore *g, uint64_t slot, uint64_t dev)
 	return 0;
 }
 
-static int g_slot_alloc(struct nd_store *s, uint64_t slot)
+static int dev_of(struct fsstore *g, uint64_t slot, uint64_t *dev);
+
+/*
+ * One run for all @n slots (one journal operation, one cache flush), halved
+ * on -ENOSPC until single slots; the fs drops any cache line of a previous
+ * owner over a run.
+ */
+static int g_slot_alloc(struct nd_store *s, uint64_t first, uint64_t n)
 {
 	struct fsstore *g = (struct fsstore *)s;
 	uint64_t dev;
 	int ret;
 
-	/* one run; the fs drops any cache line of a previous owner over it */
-	ret = gs_fs_alloc_extent(g->fs, g->data_ino, slot * s->slot_bytes, s->slot_bytes,
+	ret = gs_fs_alloc_extent(g->fs, g->data_ino, first * s->slot_bytes, n * s->slot_bytes,
 				 GS_ALLOC_CONTIG, &dev);
+	if ((ret == -ENOSPC || ret == -EFBIG || ret == -EEXIST) && n > 1) {
+		ret = g_slot_alloc(s, first, n / 2);
+		return ret ? ret : g_slot_alloc(s, first + n / 2, n - n / 2);
+	}
+	if (ret == -EEXIST)	/* mapped by an earlier attempt that failed later */
+		return dev_of(g, first, &dev);
 	if (ret)
 		return ret;
-	dev = align_up(dev, s->dev_align);
 	pthread_mutex_lock(&g->mu);
-	ret = dev_remember(g, slot, dev);
+	for (uint64_t i = 0; i < n && !ret; i++)
+		ret = dev_remember(g, first + i, align_up(dev + i * s->slot_bytes, s->dev_align));
 	pthread_mutex_unlock(&g->mu);
 	return ret;
 }

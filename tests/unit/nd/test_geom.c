@@ -152,7 +152,7 @@ static void test_block_sizing(void **state)
 				  .shape = { 32768, 16384 } };
 	uint64_t bb[GS_ND_MAX_DIMS];
 
-	/* eq. 1: 128 x 4 KiB = 512 KiB; 2-D f64: 256 x 256 */
+	/* eq. 1: 128 x 4 KiB pages = 512 KiB; 2-D f64: 256 x 256 */
 	assert_int_equal(nd_min_block_bytes(&g), 512 << 10);
 	assert_int_equal(gs_nd_block_shape(&p, &g, bb), 0);
 	assert_true(bb[0] == 256 && bb[1] == 256);
@@ -187,12 +187,20 @@ static void test_block_sizing(void **state)
 	p = (struct gs_nd_params){ .dtype = GS_ND_U8, .ndims = 2, .shape = { 3, 5 } };
 	assert_int_equal(gs_nd_block_shape(&p, &g, bb), 0);
 	assert_true(bb[0] == 4 && bb[1] == 8);
-	/* clamps: huge opt_io -> 8 MiB, tiny -> 64 KiB */
+	/* the page, not opt_io, is the access unit; a block is at least one opt_io */
+	g.opt_io = 128 << 10;
+	assert_int_equal(nd_min_block_bytes(&g), 512 << 10);
 	g.opt_io = 1 << 20;
-	assert_int_equal(nd_min_block_bytes(&g), 8 << 20);
+	assert_int_equal(nd_min_block_bytes(&g), 1 << 20);
+	g.opt_io = 64 << 20;
+	assert_int_equal(nd_min_block_bytes(&g), 8 << 20);	/* clamped */
 	g.opt_io = 512;
 	g.queue_depth = 1;
 	assert_int_equal(nd_min_block_bytes(&g), 64 << 10);
+	g.lba_size = 4096;
+	g.queue_depth = 1024;
+	g.nr_devices = 4;
+	assert_int_equal(nd_min_block_bytes(&g), 8 << 20);
 	assert_int_equal(nd_min_block_bytes(NULL), 512 << 10);
 	/* override */
 	p = (struct gs_nd_params){ .dtype = GS_ND_F64, .ndims = 2, .shape = { 100, 100 },
