@@ -30,7 +30,7 @@
 #include "gpuq/nvme_kmod.h"
 #include "gs_log.h"
 
-#define MAX_REGS	64
+#define MAX_REGS	1024	/* registrations over the life of a device (slots not reused) */
 #define MAX_IO		(128u << 10)	/* per command, and per-slot bounce size */
 #define MAX_SLOTS	1024u
 
@@ -209,6 +209,7 @@ struct gs_bq {
 	struct gs_bdev *bd;
 	int wake_fd;
 	uint32_t nslots;
+	uint32_t depth;				/* in flight at most (<= nslots / 2) */
 	uint32_t inflight;
 	struct gs_bio **slot_bio;
 	uint8_t *slot_bounced;
@@ -288,8 +289,11 @@ static void nvme_close(struct gs_bdev *bd)
 {
 	uint32_t i;
 
-	for (i = 0; i < bd->nregs; i++)
-		gs_kmap_unmap(bd->fd, &bd->regs[i]);
+	for (i = 0; i < bd->nregs; i++) {
+		if (bd->regs[i].len)
+			gs_kmap_unmap(bd->fd, &bd->regs[i]);
+		free(bd->regs[i].bus);
+	}
 	for (i = 0; i < bd->nhandles; i++) {
 		struct gstore_unmap u = { .handle = bd->handles[i] };
 
@@ -336,6 +340,19 @@ static int nvme_register_buffer(struct gs_bdev *bd, void *addr, size_t len)
 	return ret;
 }
 
+/* The module unmaps nothing while queue pairs exist: forget the region now,
+ * unmap it at close. */
+static void nvme_unregister_buffer(struct gs_bdev *bd, int index)
+{
+	pthread_mutex_lock(&bd->lock);
+	if (index >= 0 && (uint32_t)index < bd->nregs && bd->regs[index].len) {
+		keep_handle(bd, bd->regs[index].handle);
+		/* release: pollers that see len 0 skip the slot */
+		__atomic_store_n(&bd->regs[index].len, 0, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&bd->lock);
+}
+
 static void bq_free(struct gs_bq *q)
 {
 	struct gs_bdev *bd = q->bd;
@@ -366,8 +383,15 @@ static int nvme_queue_create(struct gs_bdev *bd, uint32_t depth, int wake_fd, st
 	uint32_t n = 2, cap;
 	int ret;
 
+	/*
+	 * Twice the slots of the depth: a slot is reused in ticket order but
+	 * completions come in any order, so with nslots == depth one slow
+	 * command would hold back the submission of the next ticket.
+	 */
 	cap = bd->info.max_qd - 1 < MAX_SLOTS ? bd->info.max_qd - 1 : MAX_SLOTS;
-	while (n * 2 <= depth && n * 2 <= cap)
+	if (!depth)
+		depth = 128;
+	while (n < 2 * depth && n * 2 <= cap)
 		n *= 2;
 	if (posix_memalign((void **)&q, GS_CACHELINE, sizeof(*q)))
 		return -ENOMEM;
@@ -375,6 +399,7 @@ static int nvme_queue_create(struct gs_bdev *bd, uint32_t depth, int wake_fd, st
 	q->bd = bd;
 	q->wake_fd = wake_fd;
 	q->nslots = n;
+	q->depth = depth < n ? depth : n;
 	q->slot_bio = calloc(n, sizeof(*q->slot_bio));
 	q->slot_bounced = calloc(n, 1);
 	q->err = calloc(n, sizeof(*q->err));
@@ -432,9 +457,13 @@ static const struct gs_kmap *find_reg(struct gs_bdev *bd, const char *buf, uint3
 	/* acquire: pairs with register_buffer's release of nregs */
 	uint32_t n = __atomic_load_n(&bd->nregs, __ATOMIC_ACQUIRE), i;
 
-	for (i = 0; i < n; i++)
-		if (buf >= bd->regs[i].addr && buf + len <= bd->regs[i].addr + bd->regs[i].len)
+	for (i = 0; i < n; i++) {
+		/* acquire: pairs with unregister's release of len */
+		size_t l = __atomic_load_n(&bd->regs[i].len, __ATOMIC_ACQUIRE);
+
+		if (buf >= bd->regs[i].addr && buf + len <= bd->regs[i].addr + l)
 			return &bd->regs[i];
+	}
 	return NULL;
 }
 
@@ -499,7 +528,7 @@ static int nvme_submit(struct gs_bq *q, struct gs_bio **ios, unsigned int n)
 {
 	unsigned int i;
 
-	for (i = 0; i < n && q->inflight + q->nerr < q->nslots; i++) {
+	for (i = 0; i < n && q->inflight + q->nerr < q->depth; i++) {
 		int ret = submit_one(q, ios[i]);
 
 		if (ret == -EAGAIN)
@@ -598,6 +627,7 @@ const struct gs_backend_ops gs_backend_nvme = {
 	.close = nvme_close,
 	.geometry = nvme_geometry,
 	.register_buffer = nvme_register_buffer,
+	.unregister_buffer = nvme_unregister_buffer,
 	.queue_create = nvme_queue_create,
 	.queue_destroy = nvme_queue_destroy,
 	.submit = nvme_submit,

@@ -3,8 +3,8 @@
 # timeout: 420
 # gstore_nvme.ko in a QEMU guest (TCG, emulated NVMe): loads, binds only when
 # told to, INFO, queue pairs, write-then-read-verify through nvmeq.h with 1, 4
-# and 16 threads sharing 1, 2 and 4 queue pairs and through the "nvme"
-# backend; bad-ioctl fuzz; no WARNING/BUG in dmesg (panic_on_warn=1).
+# and 16 threads sharing 1, 2 and 4 queue pairs, through the "nvme" backend
+# and through the I/O core (gs_q, 4 pollers, 16 threads); bad-ioctl fuzz; no WARNING/BUG in dmesg (panic_on_warn=1).
 set -u
 . "$(dirname "$0")/lib.bash"
 qemu_setup
@@ -21,6 +21,11 @@ gsnvme shared /dev/gstore-nvme0 4 2 150 || exit 1
 gsnvme shared /dev/gstore-nvme0 16 4 60 || exit 1
 gsnvme backend /dev/gstore-nvme0 1 200 || exit 1
 gsnvme backend /dev/gstore-nvme0 4 100 || exit 1
+if gsnvme features | grep -q gsq; then
+	gsnvme gsq /dev/gstore-nvme0 16 4 40 || exit 1
+else
+	echo "skip: gsq (no libgstore.a when the guest programs were built)"
+fi
 gsnvme fuzz /dev/gstore-nvme0 3000 || exit 1
 gsnvme info | grep -q 'qps 0/' || fail "queue pairs left behind"
 gs_unbind "$B" || fail "unbind"

@@ -67,9 +67,15 @@ qemu_setup() {
 	# static guest programs
 	local cflags=(-static -O2 -g -std=gnu11 -Wall -Wextra -Werror -Wno-unused-parameter
 		      -D_GNU_SOURCE -I"$ROOT/include" -I"$ROOT/uapi" -I"$ROOT/lib" -I"$ROOT" -pthread)
-	if ! gcc "${cflags[@]}" -o "$W/root/bin/gsnvme" "$ROOT/tests/qemu/guest/gsnvme.c" \
-		"$ROOT/gpuq/nvme.c" "$ROOT/gpuq/passthru.c" "$ROOT/lib/log.c" -luring \
-		>"$W/gcc.log" 2>&1; then
+	# with a built libgstore.a, gsnvme also drives the I/O core (gs_q_*, pollers)
+	local lib=${GS_BUILD:-$ROOT/build}/libgstore.a gsq=()
+	if [[ -e $lib ]]; then
+		gsq=(-DGS_WITH_GSQ "$ROOT/tests/qemu/guest/gsnvme.c" "$lib" -luring -lm)
+	else
+		gsq=("$ROOT/tests/qemu/guest/gsnvme.c" "$ROOT/gpuq/nvme.c" "$ROOT/gpuq/passthru.c"
+		     "$ROOT/lib/log.c" -luring)
+	fi
+	if ! gcc "${cflags[@]}" -o "$W/root/bin/gsnvme" "${gsq[@]}" >"$W/gcc.log" 2>&1; then
 		cat "$W/gcc.log"
 		echo "FAIL: guest programs do not build"
 		exit 1
@@ -95,6 +101,7 @@ qemu_boot() {
 
 	cat >"$r/init" <<'EOF'
 #!/bin/busybox sh
+echo	# the console's escape sequences end the previous line
 /bin/busybox mkdir -p /proc /sys /dev /tmp
 /bin/busybox --install -s /bin
 mount -t proc proc /proc

@@ -67,45 +67,63 @@ static int run_backend(const struct gs_backend_ops *ops, const char *path, int q
 	char *buf = aligned_alloc(4096, (size_t)qd * BS);
 	uint64_t seed = 1, n = 0;
 	double t0, c0, end, warm;
-	int i, ret, measuring = 0;
+	int i, ret, measuring = 0, npend, inflight = 0;
+	unsigned int loops = 0;
 
 	ret = ops->open(&bd, &p);
 	if (ret)
 		return ret;
-	if (ops->register_buffer && ops->register_buffer(bd, buf, (size_t)qd * BS) < 0)
-		return -EIO;
+	if (ops->register_buffer) {
+		ret = ops->register_buffer(bd, buf, (size_t)qd * BS);
+		if (ret < 0) {
+			fprintf(stderr, "register_buffer: %s\n", strerror(-ret));
+			return ret;
+		}
+	}
 	ret = ops->queue_create(bd, qd, -1, &q);
-	if (ret)
+	if (ret) {
+		fprintf(stderr, "queue_create: %s\n", strerror(-ret));
 		return ret;
+	}
 	for (i = 0; i < qd; i++) {
 		bio[i] = (struct gs_bio){ .op = GS_OP_READ, .len = BS, .off = rnd_off(&seed),
 					  .buf = buf + (size_t)i * BS, .buf_index = -1 };
 		ios[i] = &bio[i];
 	}
-	if (ops->submit(q, ios, qd) != qd)
-		return -EIO;
+	npend = qd;	/* ios[0..npend) wait for submission */
 	warm = now_s() + 0.5;
 	end = warm + secs;
 	t0 = c0 = 0;
 	for (;;) {
-		int got = ops->reap(q, done, res, MAXQD), k;
-		double t;
+		int got, k, sub;
 
+		/* the backend may take fewer than offered (queue slots busy) */
+		sub = npend ? ops->submit(q, ios, npend) : 0;
+		if (sub < 0)
+			return sub;
+		memmove(ios, ios + sub, (npend - sub) * sizeof(ios[0]));
+		npend -= sub;
+		inflight += sub;
+		got = ops->reap(q, done, res, MAXQD);
 		if (got < 0)
 			return got;
+		inflight -= got;
 		for (k = 0; k < got; k++) {
-			if (res[k] != BS)
+			if (res[k] != BS) {
+				fprintf(stderr, "read at %llu: %lld\n",
+					(unsigned long long)done[k]->off, (long long)res[k]);
 				return res[k] < 0 ? (int)res[k] : -EIO;
+			}
 			done[k]->off = rnd_off(&seed);
+			ios[npend++] = done[k];
 		}
-		if (got && ops->submit(q, done, got) != got)
-			return -EIO;
 		if (measuring)
 			n += got;
 		if (!got)
 			ops->wait(q, 100);
-		if ((n & 63) == 0 || !measuring) {
-			t = now_s();
+		if ((++loops & 15) == 0) {
+			double t = now_s();
+
 			if (!measuring && t >= warm) {
 				measuring = 1;
 				t0 = t;
@@ -118,9 +136,14 @@ static int run_backend(const struct gs_backend_ops *ops, const char *path, int q
 	r->iops = n / (now_s() - t0);
 	r->cpu_us = (cpu_s() - c0) * 1e6 / n;
 	/* drain before teardown */
-	for (i = 0; i < 1000 && ops->reap(q, done, res, MAXQD) >= 0; i++) {
-		if (!ops->wait(q, 1000) && !ops->reap(q, done, res, MAXQD))
+	for (i = 0; inflight > 0 && i < 100000; i++) {
+		int got = ops->reap(q, done, res, MAXQD);
+
+		if (got < 0)
 			break;
+		inflight -= got;
+		if (!got)
+			ops->wait(q, 1000);
 	}
 	ops->queue_destroy(q);
 	ops->close(bd);

@@ -8,6 +8,8 @@
  *   gsnvme basic DEV                      ioctls, queues, one I/O
  *   gsnvme shared DEV THREADS QPS IOS     BaM mode: THREADS share QPS queue pairs
  *   gsnvme backend DEV THREADS IOS        through the "nvme" backend ops
+ *   gsnvme gsq DEV THREADS POLLERS IOS    through the I/O core (gs_q_*, pollers), when
+ *                                         built with libgstore.a (-DGS_WITH_GSQ)
  *   gsnvme hold DEV                       I/O until killed (prints "hold: running")
  *   gsnvme pwrite DEV KIB SEED            pattern into the first KIB through the module
  *   gsnvme pcheck BLKDEV KIB SEED         check it through the kernel driver
@@ -27,6 +29,7 @@
 
 #include "gpuq/backend.h"
 #include "gpuq/nvme_kmod.h"
+#include "gstore_q.h"
 
 #define REGION		(1u << 20)	/* bytes of LBA space per thread */
 #define MAXIO		(64u << 10)
@@ -412,6 +415,76 @@ static int cmd_backend(const char *dev, int nthr, uint32_t ios)
 	return 0;
 }
 
+/* ---- through the I/O core: rings, pollers, the backend table ---- */
+
+#ifdef GS_WITH_GSQ
+struct qthr {
+	struct gs_q *q;
+	int id, err;
+	uint32_t ios;
+	char *reg;		/* registered with the queue, or NULL */
+	pthread_t th;
+};
+
+static void *gsq_thread(void *arg)
+{
+	struct qthr *t = arg;
+	char *own = aligned_alloc(4096, 2 * MAXIO + 64);
+	char *wb = t->reg ? t->reg : own + 8, *rb = wb + MAXIO;
+	uint64_t seed = 500 + t->id, region = (uint64_t)t->id * REGION;
+	uint32_t i;
+
+	for (i = 0; i < t->ios && !t->err; i++) {
+		uint32_t len = (1 + rnd(&seed) % (MAXIO / 4096)) * 4096;
+		uint64_t off = region + (rnd(&seed) % ((REGION - len) / 512)) * 512;
+		ssize_t w, r;
+
+		pattern(wb, len, off, seed);
+		w = gs_q_pwrite(t->q, wb, len, off);
+		r = w == len ? gs_q_pread(t->q, rb, len, off) : -1;
+		if (w != len || r != len || memcmp(wb, rb, len)) {
+			printf("FAIL gsq: thread %d io %u: write %zd read %zd%s\n", t->id, i, w, r,
+			       r == len ? " data mismatch" : "");
+			t->err = 1;
+		}
+	}
+	free(own);
+	return NULL;
+}
+
+static int cmd_gsq(const char *dev, int nthr, int pollers, uint32_t ios)
+{
+	struct gs_q_params p = { .backend = "nvme", .path = dev, .queue_depth = 32,
+				 .min_pollers = pollers, .max_pollers = pollers };
+	size_t reglen = (size_t)nthr * 2 * MAXIO;
+	char *reg = aligned_alloc(4096, reglen);
+	struct qthr *t = calloc(nthr, sizeof(*t));
+	struct gs_q_stats st;
+	struct gs_q *q;
+	int i, err = 0, ret;
+
+	ret = gs_q_open(&q, &p);
+	CHECK(!ret, "gs_q_open(nvme): %s", strerror(-ret));
+	CHECK(!gs_q_register_buffer(q, reg, reglen), "gs_q_register_buffer");
+	for (i = 0; i < nthr; i++) {
+		t[i] = (struct qthr){ .q = q, .id = i, .ios = ios,
+				      .reg = i % 2 ? NULL : reg + (size_t)i * 2 * MAXIO };
+		pthread_create(&t[i].th, NULL, gsq_thread, &t[i]);
+	}
+	for (i = 0; i < nthr; i++) {
+		pthread_join(t[i].th, NULL);
+		err |= t[i].err;
+	}
+	CHECK(gs_q_flush(q) == 0, "flush");
+	gs_q_get_stats(q, &st);
+	gs_q_close(q);
+	CHECK(!err, "threads failed");
+	printf("ok gsq threads=%d pollers=%d ios=%u reqs=%llu errors=%llu\n", nthr, pollers, ios,
+	       (unsigned long long)st.reqs, (unsigned long long)st.errors);
+	return 0;
+}
+#endif
+
 /* ---- I/O until killed ---- */
 
 static int cmd_hold(const char *dev)
@@ -628,6 +701,14 @@ int main(int argc, char **argv)
 	int ret;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (!strcmp(c, "features")) {
+#ifdef GS_WITH_GSQ
+		printf("features: gsq\n");
+#else
+		printf("features:\n");
+#endif
+		return 0;
+	}
 	if (!strcmp(c, "info"))
 		ret = cmd_info(dev);
 	else if (!strcmp(c, "basic"))
@@ -636,6 +717,10 @@ int main(int argc, char **argv)
 		ret = cmd_shared(dev, atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
 	else if (!strcmp(c, "backend") && argc == 5)
 		ret = cmd_backend(dev, atoi(argv[3]), atoi(argv[4]));
+#ifdef GS_WITH_GSQ
+	else if (!strcmp(c, "gsq") && argc == 6)
+		ret = cmd_gsq(dev, atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
+#endif
 	else if (!strcmp(c, "hold"))
 		ret = cmd_hold(dev);
 	else if (!strcmp(c, "pwrite") && argc == 5)
