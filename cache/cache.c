@@ -515,15 +515,17 @@ void gs_cache_get_stats(struct gs_cache *c, struct gs_cache_stats *st)
 static void free_mem(struct gs_cache *c)
 {
 	/*
-	 * A region registered with the queue stays registered until the queue
-	 * closes (gs_q has no unregister): keep its addresses reserved so no
-	 * later allocation lands there and gets mistaken for it.
+	 * A region the queue still knows must not be unmapped: a later mapping
+	 * at the same addresses would be taken for it.  If it cannot be
+	 * unregistered, keep the addresses reserved (the memory goes).
 	 */
-	if (c->registered)
+	if (c->registered && (!c->ops->unregister_buffer ||
+			      c->ops->unregister_buffer(c->dev, c->mem))) {
 		mmap(c->mem, c->mem_len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED |
 		     MAP_NORESERVE, -1, 0);
-	else
-		munmap(c->mem, c->mem_len);
+		return;
+	}
+	munmap(c->mem, c->mem_len);
 }
 
 static void free_cache(struct gs_cache *c, uint32_t nlocks)

@@ -45,6 +45,7 @@
 struct cache_io_ops {
 	int (*geometry)(void *dev, struct gs_q_geom *g);
 	int (*register_buffer)(void *dev, void *addr, size_t len);	/* optional */
+	int (*unregister_buffer)(void *dev, void *addr);		/* optional */
 	ssize_t (*pread)(void *dev, void *buf, size_t len, uint64_t off);
 	ssize_t (*pwrite)(void *dev, const void *buf, size_t len, uint64_t off);
 	int (*flush)(void *dev);

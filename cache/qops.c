@@ -18,6 +18,11 @@ static int q_register_buffer(void *dev, void *addr, size_t len)
 	return gs_q_register_buffer(dev, addr, len);
 }
 
+static int q_unregister_buffer(void *dev, void *addr)
+{
+	return gs_q_unregister_buffer(dev, addr);
+}
+
 static ssize_t q_pread(void *dev, void *buf, size_t len, uint64_t off)
 {
 	return gs_q_pread(dev, buf, len, off);
@@ -41,6 +46,7 @@ static int q_submit(void *dev, struct gs_q_io **ios, unsigned int n)
 static const struct cache_io_ops q_ops = {
 	.geometry = q_geometry,
 	.register_buffer = q_register_buffer,
+	.unregister_buffer = q_unregister_buffer,
 	.pread = q_pread,
 	.pwrite = q_pwrite,
 	.flush = q_flush,
