@@ -8,6 +8,8 @@
  * The NVIDIA driver may revoke the pages at any time (cudaFree, process
  * exit) through the free callback; the callback and UNMAP race for the
  * page table under p2p->lock, and whoever comes second does nothing.
+ * Not yet run on a GPU: in particular a callback that is still waiting for
+ * the lock when UNMAP frees the tracking structure is not handled.
  */
 #include <linux/slab.h>
 #include <linux/uaccess.h>
@@ -100,15 +102,15 @@ void gstore_p2p_unmap(struct gstore_region *r)
 
 	if (!p)
 		return;
+	/* the lock makes UNMAP and a revocation by the free callback exclusive */
 	mutex_lock(&p->lock);
 	if (p->pt) {
 		nvidia_p2p_dma_unmap_pages(p->pdev, p->pt, p->map);
-		/* put_pages runs the free callback itself: drop the lock first */
+		nvidia_p2p_put_pages(0, 0, p->vaddr, p->pt);
 		p->map = NULL;
+		p->pt = NULL;
 	}
 	mutex_unlock(&p->lock);
-	if (p->pt)
-		nvidia_p2p_put_pages(0, 0, p->vaddr, p->pt);
 	r->p2p = NULL;
 	kfree(p);
 }
