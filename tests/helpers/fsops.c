@@ -139,6 +139,7 @@ static int cmd_pwrite(char **av)
 	buf = malloc(len ? len : 1);
 	pattern(buf, len, off, key);
 	ret = full_pwrite(fd, buf, len, off);
+	free(buf);
 	if (ret < 0) {
 		fprintf(stderr, "fsops: pwrite: %s\n", strerror(-ret));
 		return 1;
@@ -158,24 +159,25 @@ static int cmd_verify(char **av, int zero)
 		return die(av[0]);
 	buf = malloc(len ? len : 1);
 	n = full_pread(fd, buf, len, off);
+	close(fd);
+	if (n == (ssize_t)len && zero) {
+		for (uint64_t i = 0; i < len && bad < 0; i++)
+			if (buf[i])
+				bad = (int64_t)i;
+	} else if (n == (ssize_t)len) {
+		bad = check_pattern(buf, len, off, key);
+	}
+	free(buf);
 	if (n != (ssize_t)len) {
 		fprintf(stderr, "fsops: short read at %" PRIu64 ": %zd of %" PRIu64 "\n", off, n,
 			len);
 		return 1;
-	}
-	if (zero) {
-		for (uint64_t i = 0; i < len && bad < 0; i++)
-			if (buf[i])
-				bad = (int64_t)i;
-	} else {
-		bad = check_pattern(buf, len, off, key);
 	}
 	if (bad >= 0) {
 		fprintf(stderr, "fsops: %s: mismatch at offset %" PRIu64 "\n", av[0],
 			off + (uint64_t)bad);
 		return 1;
 	}
-	close(fd);
 	return 0;
 }
 
@@ -327,6 +329,7 @@ static int cmd_fill(char **av)
 		err = errno;
 	printf("bytes=%" PRIu64 " errno=%s\n", off, ename(err));
 	close(fd);
+	free(buf);
 	return 0;
 }
 
