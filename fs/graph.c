@@ -120,6 +120,7 @@ void gr_graph_free(struct gs_graph *g)
 		g->eng->close(g);
 	for (unsigned d = 0; d < 2; d++) {
 		gr_gtt_free(&g->dir[d].gtt);
+		free(g->dir[d].vmap);
 		free(g->freepg[d]);
 	}
 	gr_pend_clear(g);
@@ -221,6 +222,28 @@ int gr_load_gtt(struct gs_graph *g, unsigned d)
 	return ret;
 }
 
+static int load_vmap(struct gs_graph *g, unsigned d)
+{
+	struct gr_dir *dr = &g->dir[d];
+	uint64_t nv = le64toh(g->root.dir[d].vmap_bits), bytes = (nv + 7) / 8;
+	int ret;
+
+	if (!dr->vmap_obj)
+		return 0;	/* no filter: every lookup reads its page */
+	free(dr->vmap);
+	dr->vmap = calloc(bytes + 1, 1);
+	if (!dr->vmap)
+		return -ENOMEM;
+	ret = bytes ? gr_store_read_full(g->st, dr->vmap_obj, dr->vmap, bytes, 0) : 0;
+	if (ret) {
+		free(dr->vmap);
+		dr->vmap = NULL;
+		return ret;
+	}
+	dr->vmap_bits = nv;
+	return 0;
+}
+
 static int load_vdel(struct gs_graph *g)
 {
 	uint64_t n = le64toh(g->root.nvdel);
@@ -292,6 +315,8 @@ int gr_graph_open_store(struct gr_store *st, struct gs_fs *fs, uint64_t ino, uns
 		g->dir[d].gtt_obj = le64toh(g->root.dir[d].gtt_obj);
 		g->dir[d].gtt_alt = le64toh(g->root.dir[d].gtt_alt);
 		g->dir[d].npages = le64toh(g->root.dir[d].npages);
+		g->dir[d].vmap_obj = le64toh(g->root.dir[d].vmap_obj);
+		g->dir[d].vmap_alt = le64toh(g->root.dir[d].vmap_alt);
 	}
 	if (g->root.redo_len) {
 		/* recovery writes even for a read-only handle, as a journal does */
@@ -304,8 +329,11 @@ int gr_graph_open_store(struct gr_store *st, struct gs_fs *fs, uint64_t ino, uns
 	}
 	g->nv = le64toh(g->root.nv);
 	g->ne = le64toh(g->root.ne);
-	for (unsigned d = 0; d < g->ndirs && !ret; d++)
+	for (unsigned d = 0; d < g->ndirs && !ret; d++) {
 		ret = gr_load_gtt(g, d);
+		if (!ret)
+			ret = load_vmap(g, d);
+	}
 	if (!ret)
 		ret = load_vdel(g);
 	if (!ret)
@@ -390,11 +418,14 @@ static int64_t base_read(struct gs_graph *g, unsigned d, uint64_t v, struct gr_l
 			 struct gr_scratch *sc)
 {
 	const struct gr_gtt *t = &g->dir[d].gtt;
-	int64_t i = gr_gtt_locate(t, v), deg = 0;
+	int64_t i, deg = 0;
 	uint64_t glen;
 
 	if (l)
 		l->n = 0;
+	if (!gr_vmap_maybe(&g->dir[d], v))
+		return 0;	/* the filter knows: no list, no read */
+	i = gr_gtt_locate(t, v);
 	if (i < 0)
 		return 0;
 	glen = gr_gtt_group_len(t, (uint64_t)i);
@@ -437,7 +468,7 @@ int gr_base_list(struct gs_graph *g, unsigned d, uint64_t v, struct gr_list *l,
 static uint64_t pages_order(struct gs_graph *g, unsigned dir, uint64_t v)
 {
 	unsigned d = gr_sdir(g, dir);
-	int64_t i = gr_gtt_locate(&g->dir[d].gtt, v);
+	int64_t i = gr_vmap_maybe(&g->dir[d], v) ? gr_gtt_locate(&g->dir[d].gtt, v) : -1;
 
 	/* requests without a page sort first; then by direction and page */
 	if (i < 0)
@@ -623,7 +654,9 @@ int gs_graph_info(struct gs_graph *g, struct gs_graph_info *gi)
 	if (g->eng == &gr_engine_pages) {
 		const struct gs_graph_root *r = &g->root;
 		uint64_t objs[] = { r->dir[0].pages_obj, r->dir[0].gtt_obj, r->dir[0].gtt_alt,
+				    r->dir[0].vmap_obj, r->dir[0].vmap_alt,
 				    r->dir[1].pages_obj, r->dir[1].gtt_obj, r->dir[1].gtt_alt,
+				    r->dir[1].vmap_obj, r->dir[1].vmap_alt,
 				    r->delta_obj, r->redo_obj, r->vdel_obj, r->vdel_alt };
 
 		for (unsigned i = 0; i < sizeof(objs) / sizeof(objs[0]); i++)

@@ -30,8 +30,10 @@ struct build {
 	unsigned nw;
 	struct gr_gtt gtt;
 	uint64_t done, total;
-	uint64_t made[16];	/* objects created, dropped again on failure */
+	uint64_t made[24];	/* objects created, dropped again on failure */
 	unsigned nmade;
+	uint8_t *vmap;		/* the direction's vertex filter */
+	uint64_t nv;
 };
 
 static int new_obj(struct build *b, uint64_t *obj)
@@ -157,6 +159,7 @@ static int build_dir(struct build *b, unsigned d, const struct gr_geom *gm, uint
 	uint64_t cur = GS_GRAPH_NONE, lastv = GS_GRAPH_NONE;
 	int ret, r;
 
+	memset(b->vmap, 0, (b->nv + 7) / 8 + 1);
 	ret = gr_sorter_finish(b->s[d]);
 	if (ret)
 		return ret;
@@ -180,6 +183,8 @@ static int build_dir(struct build *b, unsigned d, const struct gr_geom *gm, uint
 			ret = gr_pack_vertex(&pk, cur, l.ids, l.w, l.n);
 			if (ret)
 				goto free_pk;
+			if (l.n)
+				gr_vmap_set(b->vmap, cur, true);
 			l.n = 0;
 			cur = e.u;
 		}
@@ -193,8 +198,10 @@ static int build_dir(struct build *b, unsigned d, const struct gr_geom *gm, uint
 			progress(b, "build", b->done, b->total);
 	}
 	ret = r;
-	if (!ret && l.n)
+	if (!ret && l.n) {
 		ret = gr_pack_vertex(&pk, cur, l.ids, l.w, l.n);
+		gr_vmap_set(b->vmap, cur, true);
+	}
 	if (!ret)
 		ret = gr_pack_finish(&pk);
 	if (!ret)
@@ -213,6 +220,17 @@ static int build_dir(struct build *b, unsigned d, const struct gr_geom *gm, uint
 	if (!ret)
 		ret = new_obj(b, &b->obj);
 	dr->gtt_alt = htole64(b->obj);
+	if (!ret)
+		ret = new_obj(b, &b->obj);
+	if (!ret && b->nv)
+		ret = gr_store_write_full(b->st, b->obj, b->vmap, (b->nv + 7) / 8, 0);
+	if (!ret)
+		ret = b->st->ops->sync(b->st, b->obj);
+	dr->vmap_obj = htole64(b->obj);
+	dr->vmap_bits = htole64(b->nv);
+	if (!ret)
+		ret = new_obj(b, &b->obj);
+	dr->vmap_alt = htole64(b->obj);
 free_pk:
 	gr_pack_free(&pk);
 	gr_list_free(&l);
@@ -263,7 +281,9 @@ int gr_build(struct gr_store *st, int fd, const struct gs_graph_import_opts *o)
 	idw = !(o->flags & GS_GRAPH_IMPORT_ID64) && nv <= UINT32_MAX ? 4 : 8;
 	gr_geom_init(&gm, st->page_size, idw, b.weighted);
 	b.wbuf = gr_page_alloc((size_t)WBUF_PAGES * st->page_size);
-	if (!b.wbuf) {
+	b.nv = nv;
+	b.vmap = malloc((nv + 7) / 8 + 1);
+	if (!b.wbuf || !b.vmap) {
 		ret = -ENOMEM;
 		goto free_sorters;
 	}
@@ -300,6 +320,7 @@ free_wbuf:
 	for (unsigned i = 0; ret && st->ops->remove && i < b.nmade; i++)
 		st->ops->remove(st, b.made[i]);
 	free(b.wbuf);
+	free(b.vmap);
 free_sorters:
 	gr_gtt_free(&b.gtt);
 	gr_sorter_free(b.s[0]);

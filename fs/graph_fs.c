@@ -385,7 +385,9 @@ static unsigned root_objects(const struct gs_graph_root *r, uint64_t *objs)
 {
 	uint64_t all[] = {
 		r->dir[0].pages_obj, r->dir[0].gtt_obj, r->dir[0].gtt_alt,
+		r->dir[0].vmap_obj, r->dir[0].vmap_alt,
 		r->dir[1].pages_obj, r->dir[1].gtt_obj, r->dir[1].gtt_alt,
+		r->dir[1].vmap_obj, r->dir[1].vmap_alt,
 		r->delta_obj, r->redo_obj, r->vdel_obj, r->vdel_alt,
 	};
 	unsigned n = 0;
@@ -400,7 +402,7 @@ int gr_rebuild_ino(struct gs_fs *fs, uint64_t ino, int fd, const struct gs_graph
 {
 	struct gs_graph_root old;
 	struct gr_store *st;
-	uint64_t objs[16];
+	uint64_t objs[24];
 	unsigned n = 0;
 	int ret;
 

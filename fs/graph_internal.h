@@ -317,8 +317,10 @@ struct gr_pend {
 };
 
 struct gr_dir {
-	uint64_t pages_obj, gtt_obj, gtt_alt;
+	uint64_t pages_obj, gtt_obj, gtt_alt, vmap_obj, vmap_alt;
 	uint64_t npages;
+	uint8_t *vmap;		/* bit v: v has a list in the pages; NULL: unknown */
+	uint64_t vmap_bits;	/* vertices it covers (ids past it: unknown) */
 	struct gr_gtt gtt;
 	struct gr_map pmap;	/* vertex -> index in pend */
 	struct gr_pend *pend;
@@ -364,6 +366,19 @@ struct gs_graph {
 		uint64_t updates, syncs, merges, merged_pages;
 	} stats;		/* atomics */
 };
+
+/* The vertex filter: false means "no list in the pages", no read needed. */
+static inline bool gr_vmap_maybe(const struct gr_dir *d, uint64_t v)
+{
+	return !d->vmap || v >= d->vmap_bits || (d->vmap[v >> 3] >> (v & 7) & 1);
+}
+static inline void gr_vmap_set(uint8_t *map, uint64_t v, bool on)
+{
+	if (on)
+		map[v >> 3] |= (uint8_t)(1u << (v & 7));
+	else
+		map[v >> 3] &= (uint8_t)~(1u << (v & 7));
+}
 
 /* graph.c */
 int gr_root_read(struct gr_store *st, struct gs_graph_root *r);

@@ -40,6 +40,7 @@ struct mctx {
 	struct gr_list old, cur;
 	uint64_t *overts, *ooff;	/* old group's vertices and list starts */
 	size_t nold, oldcap;
+	uint8_t *vmap;		/* the new vertex filter (NULL: none kept) */
 };
 
 static int free_push(struct gs_graph *g, unsigned d, uint64_t page)
@@ -206,6 +207,8 @@ static int merge_job(struct mctx *m, int64_t gi, const uint64_t *pv, size_t npv)
 		}
 		if (!ret)
 			ret = gr_pack_vertex(&pk, v, m->cur.ids, m->cur.w, m->cur.n);
+		if (m->vmap)
+			gr_vmap_set(m->vmap, v, m->cur.n != 0);
 	}
 	if (!ret)
 		ret = gr_pack_finish(&pk);
@@ -415,6 +418,15 @@ int gr_merge_locked(struct gs_graph *g)
 	for (unsigned d = 0; d < g->ndirs; d++) {
 		m[d].g = g;
 		m[d].d = d;
+		if (g->dir[d].vmap) {
+			/* the filter grows with nv; ids it did not cover had no list */
+			m[d].vmap = calloc((g->nv + 7) / 8 + 1, 1);
+			if (!m[d].vmap) {
+				ret = -ENOMEM;
+				goto free_m;
+			}
+			memcpy(m[d].vmap, g->dir[d].vmap, (g->dir[d].vmap_bits + 7) / 8);
+		}
 		ret = gr_scratch_init(&m[d].sc, g->gm.page_size);
 		if (!ret)
 			ret = merge_dir(&m[d]);
@@ -436,8 +448,14 @@ int gr_merge_locked(struct gs_graph *g)
 	gs_info("graph %" PRIu64 ": merge %" PRIu64 ": %zu page images", g->ino,
 		le64toh(g->root.merges) + 1, nimg);
 	/* 1: new GTTs, removed list and images where the old graph does not look */
-	for (unsigned d = 0; d < g->ndirs && !ret; d++)
+	for (unsigned d = 0; d < g->ndirs && !ret; d++) {
 		ret = write_gtt(g, g->dir[d].gtt_alt, &m[d].ngtt);
+		if (!ret && m[d].vmap && g->nv)
+			ret = gr_store_write_full(g->st, g->dir[d].vmap_alt, m[d].vmap,
+						  (g->nv + 7) / 8, 0);
+		if (!ret && m[d].vmap)
+			ret = g->st->ops->sync(g->st, g->dir[d].vmap_alt);
+	}
 	if (!ret && vchg)
 		ret = write_vdel(g, le64toh(g->root.vdel_alt));
 	if (!ret)
@@ -453,6 +471,12 @@ int gr_merge_locked(struct gs_graph *g)
 
 		r->gtt_obj = r->gtt_alt;
 		r->gtt_alt = cur;
+		if (m[d].vmap) {
+			cur = r->vmap_obj;
+			r->vmap_obj = r->vmap_alt;
+			r->vmap_alt = cur;
+			r->vmap_bits = htole64(g->nv);
+		}
 		r->ngtt = htole64(m[d].ngtt.n);
 		r->npages = htole64(m[d].npages);
 	}
@@ -481,6 +505,14 @@ int gr_merge_locked(struct gs_graph *g)
 		dr->gtt_obj = le64toh(g->root.dir[d].gtt_obj);
 		dr->gtt_alt = le64toh(g->root.dir[d].gtt_alt);
 		dr->npages = m[d].npages;
+		if (m[d].vmap) {
+			free(dr->vmap);
+			dr->vmap = m[d].vmap;
+			m[d].vmap = NULL;
+			dr->vmap_bits = g->nv;
+			dr->vmap_obj = le64toh(g->root.dir[d].vmap_obj);
+			dr->vmap_alt = le64toh(g->root.dir[d].vmap_alt);
+		}
 	}
 	gr_pend_clear(g);
 
@@ -506,6 +538,7 @@ free_m:
 		free(m[d].overts);
 		free(m[d].ooff);
 		free(m[d].reuse);
+		free(m[d].vmap);
 	}
 	free(all);
 	if (ret && !g->broken) {

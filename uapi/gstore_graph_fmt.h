@@ -10,6 +10,7 @@
  *     pages   packed adjacency pages, page size = the fs block size
  *     gtt[2]  graph translation table, one entry per page (A/B: a merge
  *             writes the other one and the root commit switches)
+ *     vmap[2]   one bit per vertex: it has a list in the pages (A/B)
  *   delta     delta pages: update records chained per vertex
  *   redo      the page images of a merge in progress
  *   vdel[2]   sorted ids of removed vertices (A/B like gtt)
@@ -43,7 +44,9 @@ struct gs_graph_dir_root {
 	__le64 gtt_alt;		/* ino of the other GTT (next merge writes it) */
 	__le64 npages;		/* pages in pages_obj, live and free */
 	__le64 ngtt;		/* entries in gtt_obj */
-	__le64 rsvd[3];
+	__le64 vmap_obj;	/* bitmap of vertices with a list (0: none kept) */
+	__le64 vmap_alt;
+	__le64 vmap_bits;	/* vertices vmap_obj covers (ids past it: unknown) */
 };
 
 struct gs_graph_root {
