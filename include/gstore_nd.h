@@ -100,10 +100,11 @@ int gs_nd_parse_slice(const char *s, uint32_t ndims, const uint64_t *shape, uint
 
 /*
  * Building-block shape for @p on a device with geometry @g (NULL: a default
- * device): minimum bytes = opt_io x queue_depth x nr_devices, clamped to
- * [64 KiB, 8 MiB]; equal-sided powers of two over the innermost min(ndims, 3)
- * dimensions, 1 for the others, no side larger than its dimension needs.
- * Honors p->bb when set.  Returns 0, -EINVAL or -EOVERFLOW.
+ * device): minimum bytes = queue_depth x nr_devices x page (lba_size rounded
+ * up to 4 KiB), at least opt_io, clamped to [64 KiB, 8 MiB]; equal-sided
+ * powers of two over the innermost min(ndims, 3) dimensions, 1 for the
+ * others, no side larger than its dimension needs.  Honors p->bb when set.
+ * Returns 0, -EINVAL or -EOVERFLOW.
  */
 int gs_nd_block_shape(const struct gs_nd_params *p, const struct gs_q_geom *g, uint64_t *bb);
 
