@@ -129,18 +129,10 @@ static int space_put(struct open_space *o)
 /* The layout of space @obj from its superblock (no open needed). */
 static int space_layout(struct gs_fs *fs, uint64_t obj, struct nd_layout *L)
 {
-	struct gs_nd_disk_super d;
 	struct gs_nd_params p;
 	struct nd_sbx x;
-	ssize_t r;
-	int ret;
+	int ret = nd_fs_super(fs, obj, &p, &x);
 
-	r = gs_fs_read(fs, obj, &d, sizeof(d), 0);
-	if (r < 0)
-		return r;
-	if (r < (ssize_t)sizeof(d))
-		return -ENODATA;
-	ret = nd_sb_decode(&d, &p, &x);
 	return ret ? ret : nd_layout_init(L, &p);
 }
 

@@ -161,21 +161,27 @@ int gs_nd_format(struct gs_fs *fs, uint64_t ino, const struct gs_nd_params *in)
 	return ret;
 }
 
-int gs_nd_open(struct gs_fs *fs, uint64_t ino, struct gs_nd **ndp)
+int nd_fs_super(struct gs_fs *fs, uint64_t ino, struct gs_nd_params *p, struct nd_sbx *x)
 {
 	struct gs_nd_disk_super d;
-	struct gs_nd_params p;
-	struct nd_store *st;
-	struct nd_sbx x;
 	ssize_t r;
-	int ret;
 
 	r = gs_fs_read(fs, ino, &d, sizeof(d), 0);
 	if (r < 0)
 		return r;
 	if (r < (ssize_t)sizeof(d))
-		return -ENODATA;
-	ret = nd_sb_decode(&d, &p, &x);
+		return -ENODATA;	/* not formatted */
+	return nd_sb_decode(&d, p, x);
+}
+
+int gs_nd_open(struct gs_fs *fs, uint64_t ino, struct gs_nd **ndp)
+{
+	struct gs_nd_params p;
+	struct nd_store *st;
+	struct nd_sbx x;
+	int ret;
+
+	ret = nd_fs_super(fs, ino, &p, &x);
 	if (ret)
 		return ret;
 	ret = nd_store_fs(&st, fs, ino, x.data_ino);

@@ -29,6 +29,8 @@
 #include "gstore_nd.h"
 #include "gstore_nd_fmt.h"
 
+struct gs_fs;
+
 #define ND_MAXD		GS_ND_MAX_DIMS
 #define ND_MAX_BYTES	(1ULL << 62)	/* a space's row-major size must stay below */
 #define ND_MIN_BB_BYTES	(64u << 10)
@@ -180,7 +182,6 @@ struct nd_store {
 /* Plain files: metadata in @meta_fd, slot k at k * stride of @data_fd. */
 int nd_store_file(struct nd_store **sp, int meta_fd, int data_fd, uint32_t align);
 /* A gstore fs: metadata in the GS_T_ND object @ino, blocks in internal @data_ino. */
-struct gs_fs;
 int nd_store_fs(struct nd_store **sp, struct gs_fs *fs, uint64_t ino, uint64_t data_ino);
 void nd_store_set_stride(struct nd_store *s, uint64_t block_bytes);
 
@@ -258,6 +259,8 @@ struct nd_sbx {
 	uint32_t dev_align;
 };
 int nd_sb_decode(const struct gs_nd_disk_super *d, struct gs_nd_params *p, struct nd_sbx *x);
+/* The superblock of GS_T_ND object @ino (-ENODATA: not formatted). */
+int nd_fs_super(struct gs_fs *fs, uint64_t ino, struct gs_nd_params *p, struct nd_sbx *x);
 int nd_sb_write(struct gs_nd *nd);
 int nd_sb_write_if_dirty(struct gs_nd *nd);
 /* slot + 1 of block @bid, 0 if never written. */
