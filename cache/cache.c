@@ -592,7 +592,10 @@ int cache_create_ops(struct gs_cache **cp, const struct cache_io_ops *ops, void 
 	pthread_mutex_init(&c->err_lock, NULL);
 
 	r = -ENOMEM;
-	c->lines = calloc(nlines, sizeof(*c->lines));
+	if (!posix_memalign((void **)&c->lines, 64, nlines * sizeof(*c->lines)))
+		memset(c->lines, 0, nlines * sizeof(*c->lines));
+	else
+		c->lines = NULL;
 	c->buckets = calloc(nb, sizeof(*c->buckets));
 	if (posix_memalign((void **)&c->locks, 64, nlocks * sizeof(*c->locks)))
 		c->locks = NULL;

@@ -79,20 +79,23 @@ enum {
 #define DS_GEN(ds)	((uint32_t)((ds) >> 32))
 
 struct gs_line {
-	/* hot: the hit path touches these */
-	uint32_t ref;		/* pins | REF_EVICT (atomic) */
-	uint32_t state;		/* LS_* (atomic, futex word) */
+	/* read-mostly: lookups read these; written on fill, eviction, failure */
 	uint64_t tag;		/* line number or LINE_NONE; changed only while frozen */
 	struct gs_line *hnext;	/* chain; written under the bucket lock */
 	void *data;		/* line_size bytes inside gs_cache.mem (constant) */
+	uint32_t state;		/* LS_* (atomic, futex word) */
 	uint8_t refbit;		/* clock: used since the hand last passed */
-	/* cold */
 	int32_t err;		/* failed read's result, for the waiters */
-	uint64_t ds;		/* DS_* | generation << 32 (atomic) */
+
+	/* written on every pin: a cache line of its own, so a lookup that
+	 * only reads the fields above does not pull them from the core that
+	 * pinned the line last (a hit then costs one transfer, not two) */
+	uint32_t ref __attribute__((aligned(64)));	/* pins | REF_EVICT (atomic) */
 	uint32_t wbseq;		/* futex word: bumped whenever a write-back ends */
+	uint64_t ds;		/* DS_* | generation << 32 (atomic) */
 	int32_t wb_res;		/* result of a batched write-back */
 	struct gs_q_io io;	/* read-ahead or batched write-back request */
-};
+} __attribute__((aligned(64)));
 
 struct cache_lock {
 	pthread_mutex_t m;
