@@ -53,9 +53,15 @@ struct gs_cuda;
 struct gs_cuda_array;
 
 enum {
-	/* GPU producers take sq tickets from GPU memory instead of fetch-adding
-	 * the ring's tail over PCIe (see gs_cam_push()). */
-	GS_CUDA_DEV_TICKETS = 1u << 0,
+	/*
+	 * GPU producers fetch-add the ring's own sq tail in host memory
+	 * (gs_sq_push()) instead of taking tickets from GPU memory (the
+	 * default).  Without host-native atomics (PCIe) such atomics are
+	 * atomic among the GPU's threads only, and compute-sanitizer reports
+	 * them as invalid: kept for comparison, not for use.
+	 */
+	GS_CUDA_RING_TICKETS = 1u << 0,
+	GS_CUDA_DEV_TICKETS = 0,	/* the default; kept for old callers */
 };
 
 struct gs_cuda_params {
@@ -125,6 +131,11 @@ struct gs_cuda_array_stats {
 	uint64_t misses, evictions, writebacks, busy_waits;
 };
 int gs_cuda_array_stats(struct gs_cuda_array *a, struct gs_cuda_array_stats *st);
+
+/* One line of counters (ring heads and tails, tickets, cache events) for
+ * diagnosing a stuck kernel; safe while kernels run.  Returns its length. */
+int gs_cuda_debug(struct gs_cuda *c, char *buf, size_t len);
+int gs_cuda_array_debug(struct gs_cuda_array *a, char *buf, size_t len);
 
 #ifdef __cplusplus
 }

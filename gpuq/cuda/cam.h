@@ -287,9 +287,11 @@ GS_HD int gs_cam_collect(struct gs_cam *c)
 			tag[i] = *(volatile uint64_t *)&sl->cqe.tag;
 			res[i] = *(volatile int64_t *)&sl->cqe.res;
 		}
+		/* one system fence: our copies are done before the poller may reuse
+		 * any of these slots (cheaper than a release store per slot) */
+		gs_fence();
 		for (i = 0; i < k; i++) {
-			/* release: our copy is done before the poller reuses the slot */
-			gs_store_rel64(&cq[(h + i) & c->cq_mask].seq, h + i + c->cq_mask + 1);
+			*(volatile uint64_t *)&cq[(h + i) & c->cq_mask].seq = h + i + c->cq_mask + 1;
 			gs_cam_dispatch(c, tag[i], res[i]);
 		}
 		h += k;

@@ -5,6 +5,7 @@
  * copies of struct gs_cam / struct gs_bam, and the array flush kernels.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -138,7 +139,7 @@ int gs_cring_setup_dev(struct gs_cring *r, const struct gs_cuda_params *p, uint3
 	}
 	memset(&h, 0, sizeof(h));
 	h.ring = (struct gs_ring *)dring;
-	h.sq_ctr = (p->flags & GS_CUDA_DEV_TICKETS) ? &r->dcam->sq_ticket : &h.ring->sq_tail;
+	h.sq_ctr = (p->flags & GS_CUDA_RING_TICKETS) ? &h.ring->sq_tail : &r->dcam->sq_ticket;
 	h.done = r->ddone;
 	h.sink_done = r->ddone + cam_ncw;
 	h.dres = (int64_t *)(r->ddone + words);
@@ -184,8 +185,12 @@ static int cring_create(struct gs_cring *r, struct gs_q *q, const struct gs_cuda
 	ret = gs_cring_setup_dev(r, p, cam_ncw, sink_n, nblocks);
 	if (ret || !q)
 		goto out;
-	/* fixed buffers make the pollers' I/O cheaper; not having them is fine */
-	gs_q_register_buffer(q, r->buf, r->buf_len);
+	/*
+	 * No gs_q_register_buffer(): a registered region stays registered (its
+	 * pages pinned by io_uring) until gs_q_close(), and ours is freed with
+	 * the ring; a later region at the same address would get reads landing
+	 * in the old pages.
+	 */
 	ret = gs_q_ring_add(q, r->ring, r->buf, r->buf_len);
 	if (ret)
 		goto destroy;
@@ -459,7 +464,6 @@ int gs_cuda_array_open(struct gs_cuda_array **ap, struct gs_cuda *c,
 	a->sw = p.swnvme;
 	rp.ext = c ? c->ext : NULL;
 	rp.next = c ? c->p.next : 0;
-	rp.flags |= GS_CUDA_DEV_TICKETS & (c ? c->p.flags : 0);
 	rp.sq_entries = p.nio > rp.sq_entries ? p.nio : rp.sq_entries;
 	/* the cam's own tickets (device flushes): 2 words; the bounce slots: sinks */
 	if (p.backend == GS_BAM_NVME || c->q)
@@ -568,4 +572,63 @@ int gs_cuda_array_error(struct gs_cuda_array *a)
 		ret = gs_cuda_err(cudaMemcpy(&e2, &a->cr.dcam->err, sizeof(e2),
 					     cudaMemcpyDeviceToHost), "read error");
 	return ret ? ret : (int)(e1 ? e1 : e2);
+}
+
+/* ---- diagnostics ---- */
+
+static int cring_debug(struct gs_cring *r, char *buf, size_t len)
+{
+	struct gs_cam h;
+	cudaStream_t s;
+	struct gs_ring *g = r->ring;
+	int n;
+
+	/* a stream that does not wait for the (maybe stuck) default stream */
+	if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess)
+		return snprintf(buf, len, "no stream");
+	memset(&h, 0, sizeof(h));
+	cudaMemcpyAsync(&h, r->dcam, sizeof(h), cudaMemcpyDeviceToHost, s);
+	cudaStreamSynchronize(s);
+	cudaStreamDestroy(s);
+	n = snprintf(buf, len,
+		     "ring sq %llu..%llu cq %llu..%llu | cam tail %llu retire %llu sq_ticket %llu "
+		     "col_lock %llu cq_head %llu err %lld nerr %llu",
+		     (unsigned long long)g->sq_head, (unsigned long long)g->sq_tail,
+		     (unsigned long long)g->cq_head, (unsigned long long)g->cq_tail,
+		     (unsigned long long)h.tail, (unsigned long long)h.retire,
+		     (unsigned long long)h.sq_ticket, (unsigned long long)h.col_lock,
+		     (unsigned long long)h.cq_head, (long long)h.err,
+		     (unsigned long long)h.nerr);
+	return n;
+}
+
+int gs_cuda_debug(struct gs_cuda *c, char *buf, size_t len)
+{
+	return cring_debug(&c->cr, buf, len);
+}
+
+int gs_cuda_array_debug(struct gs_cuda_array *a, char *buf, size_t len)
+{
+	struct gs_bam h;
+	uint64_t turn[4] = { 0 };
+	cudaStream_t s;
+	int n;
+
+	if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess)
+		return snprintf(buf, len, "no stream");
+	memset(&h, 0, sizeof(h));
+	cudaMemcpyAsync(&h, a->d, sizeof(h), cudaMemcpyDeviceToHost, s);
+	cudaMemcpyAsync(turn, a->h.turn, sizeof(turn), cudaMemcpyDeviceToHost, s);
+	cudaStreamSynchronize(s);
+	cudaStreamDestroy(s);
+	n = snprintf(buf, len, "bam misses %llu evictions %llu writebacks %llu busy_waits %llu "
+		     "io_ticket %llu clock %llu err %lld turn0..3 %llu %llu %llu %llu | ",
+		     (unsigned long long)h.misses, (unsigned long long)h.evictions,
+		     (unsigned long long)h.writebacks, (unsigned long long)h.busy_waits,
+		     (unsigned long long)h.io_ticket, (unsigned long long)h.clock,
+		     (long long)h.err, (unsigned long long)turn[0], (unsigned long long)turn[1],
+		     (unsigned long long)turn[2], (unsigned long long)turn[3]);
+	if (n > 0 && (size_t)n < len)
+		n += cring_debug(&a->cr, buf + n, len - n);
+	return n;
 }

@@ -5,7 +5,6 @@
  *   raw       O_DIRECT pread from T threads (the disk's limit)
  *   pread+cp  O_DIRECT pread + cudaMemcpy to GPU memory from T threads
  *   cufile    cuFileRead into GPU memory from T threads (libcufile, dlopen)
- *   core      the I/O core alone: gs_q_submit() from one thread, QD 256
  *   cam       GPU threads gs_prefetch + gs_prefetch_sync, P pollers, S SMs
  *   bam-ring  GPU cache misses through a ring (all misses: 64 MiB cache)
  *   bam-nvme  GPU cache misses as NVMe commands to the software controller
@@ -200,69 +199,6 @@ static void cufile_open(void)
 	cf.ok = 1;
 }
 
-/* ---- the I/O core alone ---- */
-
-struct core_ctx {
-	struct gs_q *q;
-	uint64_t done, x;
-	char *bufs;
-	double until;
-	int stop;
-	unsigned inflight;
-};
-
-static void core_cb(struct gs_q_io *io, int64_t res)
-{
-	struct core_ctx *c = (struct core_ctx *)io->priv;
-
-	__atomic_fetch_add(&c->done, 1, __ATOMIC_RELAXED);
-	__atomic_fetch_sub(&c->inflight, 1, __ATOMIC_RELEASE);
-}
-
-static double core_run(struct gs_q *q, unsigned depth)
-{
-	struct core_ctx c = {};
-	std::vector<gs_q_io> ios(depth);
-	std::vector<gs_q_io *> ptr(depth);
-	std::vector<int> busy(depth);
-
-	c.q = q;
-	c.x = mix(now_s() * 1e9);
-	if (posix_memalign((void **)&c.bufs, 4096, (size_t)depth * BS))
-		return 0;
-	double t0 = now_s(), until = t0 + secs;
-	uint64_t issued = 0;
-
-	/* a simple window: keep @depth in flight from this thread */
-	while (now_s() < until) {
-		unsigned room = depth - __atomic_load_n(&c.inflight, __ATOMIC_ACQUIRE), n = 0;
-
-		for (unsigned k = 0; k < room; k++) {
-			gs_q_io *io = &ios[(issued + k) % depth];
-
-			io->op = GS_OP_READ;
-			io->len = BS;
-			io->off = (mix(c.x++) % nread) * BS;
-			io->buf = c.bufs + ((issued + k) % depth) * BS;
-			io->done = core_cb;
-			io->priv = &c;
-			ptr[n++] = io;
-		}
-		if (n) {
-			__atomic_fetch_add(&c.inflight, n, __ATOMIC_RELAXED);
-			if (gs_q_submit(q, ptr.data(), n) < 0)
-				break;
-			issued += n;
-		}
-	}
-	while (__atomic_load_n(&c.inflight, __ATOMIC_ACQUIRE))
-		usleep(100);
-	double dt = now_s() - t0;
-
-	free(c.bufs);
-	return c.done / dt;
-}
-
 /* ---- GPU-initiated ---- */
 
 static __global__ void cam_kernel(struct gs_cam *q, char *region, uint64_t nread, uint32_t rounds,
@@ -370,14 +306,13 @@ static void bench_cam(unsigned pollers, double target_iops)
 	unsigned long long *sum;
 	int threads = 128;
 
-	p.flags = GS_CUDA_DEV_TICKETS;
 	p.buf_bytes = 132ull * 2 * threads * BS;
 	p.sq_entries = 8192;
 	OK(gs_cuda_open(&c, q, &p));
 	CK(cudaMalloc(&sum, sizeof(*sum)));
-	int sms[] = { 1, 2, 4, 8, 16, 32, 66, 132 };
+	int sms[] = { 1, 2, 4, 8, 16, 32, 132 };
 
-	for (int k = 0; k < 8; k++) {
+	for (int k = 0; k < 7; k++) {
 		cam_arg a = { gs_cuda_cam(c), (char *)gs_cuda_buf(c, NULL), sms[k], threads, 0, sum };
 		uint64_t want = (uint64_t)(target_iops * secs);
 
@@ -419,23 +354,22 @@ static void bench_bam(int nvme, double target_iops)
 		struct gs_cuda_params p = {};
 
 		q = open_q(path, 2, 0);
-		p.flags = GS_CUDA_DEV_TICKETS;
-		OK(gs_cuda_open(&c, q, &p));
+			OK(gs_cuda_open(&c, q, &p));
 	}
 	struct gs_cuda_array_params ap = {};
 	struct gs_cuda_array *a;
 
 	ap.cache_bytes = 64u << 20;
-	ap.nio = 1024;
+	ap.nio = 4096;
 	ap.backend = nvme ? GS_BAM_NVME : GS_BAM_RING;
 	ap.swnvme = sw;
 	ap.nvme_queues = 8;
 	ap.nvme_slots = 256;
 	OK(gs_cuda_array_open(&a, c, &ap));
 	CK(cudaMalloc(&sum, sizeof(*sum)));
-	int sms[] = { 4, 16, 66, 132 };
+	int sms[] = { 16, 132 };
 
-	for (int k = 0; k < 4; k++) {
+	for (int k = 0; k < 2; k++) {
 		bam_arg b = { gs_cuda_array_dev(a), sms[k], 256, 0, nread * (BS / 8), sum };
 		uint64_t want = (uint64_t)(target_iops * secs);
 
@@ -478,7 +412,6 @@ static void bench_hot(void)
 	unsigned long long *sum;
 	size_t bytes = 256u << 20;
 
-	p.flags = GS_CUDA_DEV_TICKETS;
 	OK(gs_cuda_open(&c, q, &p));
 	ap.cache_bytes = 2 * bytes;
 	OK(gs_cuda_array_open(&a, c, &ap));
@@ -571,13 +504,7 @@ int main(int argc, char **argv)
 		if (!cf.ok)
 			printf("RESULT %-28s %12s %-6s %s\n", "cufile", "n/a", "", cf.why);
 	}
-	if (want("core")) {
-		struct gs_q *q = open_q(path, 2, 0);
-
-		result("core_qd256_p2", median_of([&] { return core_run(q, 256); }), "IOPS",
-		       "gs_q_submit from 1 thread, QD 256, 2 pollers");
-		gs_q_close(q);
-	}
+	/* the core alone: bin/gstore-bench io, run by run-all.sh */
 	double target = raw64 ? raw64 : 200000;
 
 	if (want("cam")) {

@@ -86,6 +86,73 @@ static inline double now_s(void)
 	return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/*
+ * Wait for the default stream's kernels with a deadline; past it, print
+ * @diag's line (counters read on another stream) and exit 1, so a stuck
+ * kernel says where it stands instead of eating the run's time.
+ */
+template <typename D> static inline void kernel_wait(const char *what, double secs, D diag)
+{
+	double end = now_s() + secs;
+	cudaError_t e;
+
+	CK(cudaGetLastError());
+	while ((e = cudaStreamQuery(0)) == cudaErrorNotReady) {
+		if (now_s() > end) {
+			char buf[1024];
+
+			diag(buf, sizeof(buf));
+			printf("%s: STUCK after %.0f s: %s\n", what, secs, buf);
+			fflush(stdout);
+			_exit(1);
+		}
+		usleep(200);
+	}
+	CK(e);
+	CK(cudaDeviceSynchronize());
+}
+
+/* A deadline for host calls that wait on kernels (gs_cuda_array_flush()). */
+struct watchdog {
+	double secs;
+	const char *what;
+	int (*diag)(void *arg, char *buf, size_t len);
+	void *arg;
+	volatile int armed;
+	pthread_t th;
+};
+
+static void *watchdog_fn(void *p)
+{
+	struct watchdog *w = (struct watchdog *)p;
+	double end = now_s() + w->secs;
+
+	while (w->armed) {
+		if (now_s() > end) {
+			char buf[1024];
+
+			w->diag(w->arg, buf, sizeof(buf));
+			printf("%s: STUCK after %.0f s: %s\n", w->what, w->secs, buf);
+			fflush(stdout);
+			_exit(1);
+		}
+		usleep(10000);
+	}
+	return NULL;
+}
+
+static inline void watchdog_arm(struct watchdog *w)
+{
+	w->armed = 1;
+	pthread_create(&w->th, NULL, watchdog_fn, w);
+}
+
+static inline void watchdog_disarm(struct watchdog *w)
+{
+	w->armed = 0;
+	pthread_join(w->th, NULL);
+}
+
 static inline void skip_without_gpu(void)
 {
 	int n = 0;

@@ -82,7 +82,6 @@ int main(int argc, char **argv)
 		struct gs_cuda_params p = {};
 
 		q = open_q(path, 2, 0);
-		p.flags = GS_CUDA_DEV_TICKETS;
 		OK(gs_cuda_open(&c, q, &p));
 	}
 
@@ -94,7 +93,7 @@ int main(int argc, char **argv)
 		uint64_t gen = 3 + pass + 2 * nvme;
 
 		ap.cache_bytes = pass ? 4u << 20 : 256u << 20;
-		ap.nio = 1024;
+		ap.nio = 4096;
 		ap.backend = nvme ? GS_BAM_NVME : GS_BAM_RING;
 		ap.swnvme = sw;
 		OK(gs_cuda_array_open(&a, c, &ap));
@@ -106,8 +105,10 @@ int main(int argc, char **argv)
 		uint64_t nelem = CAM_WR_FIRST(nblocks) * (BS / 8);
 		double t0 = now_s();
 
+		auto diag = [&](char *b, size_t n) { return gs_cuda_array_debug(a, b, n); };
+
 		get_kernel<<<blocks, threads>>>(d, nelem, rounds, 99 + pass, bad, count);
-		KCK();
+		kernel_wait("get", 45, diag);
 		double dt = now_s() - t0;
 		struct gs_cuda_array_stats st;
 
@@ -122,8 +123,15 @@ int main(int argc, char **argv)
 		uint64_t first = BAM_WR_FIRST(nblocks) * (BS / 8), n = set_lines * (BS / 8);
 
 		set_kernel<<<256, 256>>>(d, first, n, gen);
-		KCK();
+		kernel_wait("set", 30, diag);
+		printf("%s: set kernel done\n", mode);
+		struct watchdog wd = { 30, "flush", [](void *x, char *b, size_t n) {
+			return gs_cuda_array_debug((struct gs_cuda_array *)x, b, n); }, a };
+
+		watchdog_arm(&wd);
 		int fr = gs_cuda_array_flush(a);
+
+		watchdog_disarm(&wd);
 
 		OK(gs_cuda_array_stats(a, &st));
 		long hb = host_check(path, BAM_WR_FIRST(nblocks), set_lines, gen);
@@ -131,10 +139,12 @@ int main(int argc, char **argv)
 		printf("%s: set %llu elements, flush -> %d (%llu write-backs): host check %ld bad\n",
 		       mode, (unsigned long long)n, fr, (unsigned long long)st.writebacks, hb);
 		fails += fr != 0 || hb != 0;
+		watchdog_arm(&wd);
 		OK(gs_cuda_array_invalidate(a));
+		watchdog_disarm(&wd);
 		*bad = 0;
 		check_kernel<<<256, 256>>>(d, first, n, gen, bad);
-		KCK();
+		kernel_wait("check", 30, diag);
 		printf("%s: GPU read-back after invalidate: %llu bad\n", mode, *bad);
 		fails += *bad != 0;
 		int e = gs_cuda_array_error(a);
