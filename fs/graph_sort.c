@@ -168,25 +168,38 @@ static int write_all(int fd, const void *buf, size_t len, uint64_t off)
 	return 0;
 }
 
-static int spill(struct gr_sorter *s)
+struct slice {
+	struct gr_edge *a;
+	size_t n;
+	pthread_t th;
+};
+
+static void *sort_slice(void *arg)
+{
+	struct slice *sl = arg;
+
+	sort_edges(sl->a, sl->n);
+	return NULL;
+}
+
+static int add_run(struct gr_sorter *s, const struct gr_edge *a, size_t n)
 {
 	struct run *r;
 	int fd, ret;
 
 	if (s->nruns == s->runcap) {
 		unsigned c = s->runcap ? s->runcap * 2 : 8;
-		struct run *n = realloc(s->runs, c * sizeof(*n));
+		struct run *nr = realloc(s->runs, c * sizeof(*nr));
 
-		if (!n)
+		if (!nr)
 			return -ENOMEM;
-		s->runs = n;
+		s->runs = nr;
 		s->runcap = c;
 	}
-	sort_edges(s->buf, s->n);
 	fd = tmp_fd(s->tmpdir);
 	if (fd < 0)
 		return fd;
-	ret = write_all(fd, s->buf, s->n * sizeof(*s->buf), 0);
+	ret = write_all(fd, a, n * sizeof(*a), 0);
 	if (ret) {
 		close(fd);
 		return ret;
@@ -194,9 +207,38 @@ static int spill(struct gr_sorter *s)
 	r = &s->runs[s->nruns++];
 	memset(r, 0, sizeof(*r));
 	r->fd = fd;
-	r->len = s->n;
-	s->n = 0;
+	r->len = n;
 	return 0;
+}
+
+/*
+ * A full buffer becomes runs: it is cut into one slice per CPU (up to 8),
+ * sorted by that many threads at once, and each slice is written as a run
+ * of its own (the final heap merge does not mind a few more runs).
+ */
+static int spill(struct gr_sorter *s)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned k = cpus > 8 ? 8 : cpus < 1 ? 1 : (unsigned)cpus;
+	struct slice sl[8];
+	int ret = 0;
+
+	if (s->n < 4 * MIN_EDGES)
+		k = 1;
+	for (unsigned i = 0; i < k; i++) {
+		sl[i].a = s->buf + s->n / k * i;
+		sl[i].n = i + 1 < k ? s->n / k : s->n - s->n / k * i;
+		if (i && pthread_create(&sl[i].th, NULL, sort_slice, &sl[i]))
+			sl[i].th = 0, sort_slice(&sl[i]);
+	}
+	sort_slice(&sl[0]);
+	for (unsigned i = 1; i < k; i++)
+		if (sl[i].th)
+			pthread_join(sl[i].th, NULL);
+	for (unsigned i = 0; i < k && !ret; i++)
+		ret = add_run(s, sl[i].a, sl[i].n);
+	s->n = 0;
+	return ret;
 }
 
 int gr_sorter_add(struct gr_sorter *s, uint64_t u, uint64_t v, float w)
