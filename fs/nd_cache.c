@@ -87,12 +87,21 @@ int nd_cache_init(struct gs_nd *nd, size_t bytes)
 		c->ents[i].bid = FREE_BID;
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_cond_init(&c->cv, NULL);
+	pthread_cond_init(&c->fcv, NULL);
 	return 0;
 }
 
 void nd_cache_fini(struct gs_nd *nd)
 {
 	struct nd_cache *c = &nd->c;
+
+	pthread_mutex_lock(&c->mu);
+	c->flusher_stop = true;
+	pthread_cond_signal(&c->fcv);
+	pthread_mutex_unlock(&c->mu);
+	if (c->flusher_on)
+		pthread_join(c->flusher, NULL);
+	pthread_cond_destroy(&c->fcv);
 
 	for (uint32_t i = 0; i < c->nents; i++)
 		free(c->ents[i].buf);
@@ -304,6 +313,8 @@ int nd_cache_wait(struct gs_nd *nd, struct nd_ent *e)
 	return ret;
 }
 
+static void *flusher_main(void *arg);
+
 void nd_cache_unpin(struct gs_nd *nd, struct nd_ent *e, bool dirtied)
 {
 	struct nd_cache *c = &nd->c;
@@ -315,6 +326,14 @@ void nd_cache_unpin(struct gs_nd *nd, struct nd_ent *e, bool dirtied)
 			c->ndirty++;
 		}
 		e->dgen++;
+		/* a quarter dirty: write back in the background while writers go on */
+		if (c->nents >= 16 && c->ndirty >= c->nents / 4 && !c->flush_kick &&
+		    !c->flusher_stop) {
+			if (!c->flusher_on)
+				c->flusher_on = !pthread_create(&c->flusher, NULL, flusher_main, nd);
+			c->flush_kick = true;
+			pthread_cond_signal(&c->fcv);
+		}
 	}
 	if (--e->pins == 0) {
 		/* a failed read leaves nothing worth keeping */
@@ -478,6 +497,34 @@ static int wb_some(struct gs_nd *nd, unsigned max, bool idle_only)
 	free(v);
 	free(gen);
 	return ret ? ret : (int)n;
+}
+
+/* Write back idle dirty blocks, a half window at a time, down to 1/8 dirty. */
+static void *flusher_main(void *arg)
+{
+	struct gs_nd *nd = arg;
+	struct nd_cache *c = &nd->c;
+	unsigned batch = nd_cache_window(nd) / 2 ? nd_cache_window(nd) / 2 : 1;
+
+	pthread_mutex_lock(&c->mu);
+	for (;;) {
+		while (!c->flush_kick && !c->flusher_stop)
+			pthread_cond_wait(&c->fcv, &c->mu);
+		if (c->flusher_stop)
+			break;
+		while (c->ndirty > c->nents / 8 && !c->flusher_stop) {
+			int ret;
+
+			pthread_mutex_unlock(&c->mu);
+			ret = wb_some(nd, batch, true);
+			pthread_mutex_lock(&c->mu);
+			if (ret < 0)
+				break;	/* nothing idle, or an error (kept in wb_err) */
+		}
+		c->flush_kick = false;
+	}
+	pthread_mutex_unlock(&c->mu);
+	return NULL;
 }
 
 int nd_cache_writeback(struct gs_nd *nd)

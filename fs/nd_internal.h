@@ -213,6 +213,10 @@ struct nd_cache {
 	uint64_t hmask;
 	uint32_t ndirty;
 	uint64_t hits, misses, reads, writes;
+	/* background write-back: started on the first dirtying of a large cache */
+	pthread_t flusher;
+	pthread_cond_t fcv;
+	bool flusher_on, flush_kick, flusher_stop;
 };
 
 struct gs_nd {
