@@ -330,7 +330,8 @@ void nd_cache_unpin(struct gs_nd *nd, struct nd_ent *e, bool dirtied)
 		if (c->nents >= 16 && c->ndirty >= c->nents / 4 && !c->flush_kick &&
 		    !c->flusher_stop) {
 			if (!c->flusher_on)
-				c->flusher_on = !pthread_create(&c->flusher, NULL, flusher_main, nd);
+				c->flusher_on = !pthread_create(&c->flusher, NULL, flusher_main,
+								nd);
 			c->flush_kick = true;
 			pthread_cond_signal(&c->fcv);
 		}

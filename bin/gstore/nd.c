@@ -123,7 +123,8 @@ static int space_create(struct where *w, const char *name, const struct nd_args 
 			goto undo;
 		k = 0;
 		for (uint32_t i = 0; i < p->ndims; i++)
-			k += snprintf(v + k, sizeof(v) - k, "%s%" PRIu64, i ? "x" : "", p->shape[i]);
+			k += snprintf(v + k, sizeof(v) - k, "%s%" PRIu64, i ? "x" : "",
+				      p->shape[i]);
 		if (setxattr(path, "user.gstore.shape", v, k, 0) < 0)
 			goto undo;
 		if (p->dtype == GS_ND_RAW)
@@ -240,7 +241,8 @@ static int describe(const struct nd_args *a, int fd, uint64_t fsize, struct gs_n
 		return gs_fail(-1, "%s: %s", a->file, strerror(errno));
 	if (!a->raw && got >= 6 && !memcmp(head, "\x93NUMPY", 6)) {
 		if (a->shape || a->dtype)
-			return gs_fail(-1, "--shape/--dtype are for raw files; %s is .npy", a->file);
+			return gs_fail(-1, "--shape/--dtype are for raw files; %s is .npy",
+				       a->file);
 		ret = gs_nd_npy_parse(head, got, &p->dtype, &p->elem_size, &p->ndims, p->shape);
 		if (ret == -EOPNOTSUPP)
 			return gs_fail(-1, "%s: unsupported .npy (Fortran order, big-endian, or a "
