@@ -401,7 +401,9 @@ static int export_image(struct where *w, const struct nd_args *a, char *buf, int
 		ssize_t k = gs_nd_pread_sel(nd, &sel, buf, CHUNK, off);
 
 		if (k <= 0 || write(out, buf, k) != k) {
-			gs_fail(0, "nd/%s: %s", a->name, strerror(k < 0 ? -k : errno ? errno : EIO));
+			int err = k < 0 ? -k : errno ? errno : EIO;
+
+			gs_fail(0, "nd/%s: %s", a->name, strerror(err));
 			goto close;
 		}
 		off += k;
@@ -455,11 +457,16 @@ close_where:
 int cmd_nd(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "image", required_argument, NULL, 'i' }, { "mount", required_argument, NULL, 'm' },
-		{ "shape", required_argument, NULL, 's' }, { "dtype", required_argument, NULL, 't' },
-		{ "bb", required_argument, NULL, 'b' }, { "slice", required_argument, NULL, 'l' },
-		{ "as", required_argument, NULL, 'a' }, { "npy", no_argument, NULL, 'n' },
-		{ "raw", no_argument, NULL, 'r' }, { "help", no_argument, NULL, 'h' },
+		{ "image", required_argument, NULL, 'i' },
+		{ "mount", required_argument, NULL, 'm' },
+		{ "shape", required_argument, NULL, 's' },
+		{ "dtype", required_argument, NULL, 't' },
+		{ "bb", required_argument, NULL, 'b' },
+		{ "slice", required_argument, NULL, 'l' },
+		{ "as", required_argument, NULL, 'a' },
+		{ "npy", no_argument, NULL, 'n' },
+		{ "raw", no_argument, NULL, 'r' },
+		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct nd_args a = { 0 };
