@@ -170,8 +170,10 @@ struct gs_q *gs_fs_queue(struct gs_fs *fs);
  * 5. Finding (tests/integration/fs_enospc.sh): after `rm` of the file that
  *    filled the fs, new writes still fail with ENOSPC although statfs shows
  *    the space free - also after fsyncdir and after a remount.  Frees stay
- *    pending (alloc_release_pending); an allocation that hits ENOSPC while
- *    frees are pending could commit/checkpoint and retry.
+ *    pending until a checkpoint (checkpoint_locked -> alloc_release_pending),
+ *    and nothing checkpoints when space runs out: alloc_reserve() could
+ *    checkpoint and retry when it hits ENOSPC with al.pending > 0.  (Also
+ *    seen as ENOSPC on a 2 GiB mount right after stress-ng removed its files.)
  * 6. Read policy (bench/fuse-vs-passthrough.sh, 4 KiB O_DIRECT random reads
  *    of a 256 MiB array with -o cache=1G): gs_fs_read bypasses the cache for
  *    every aligned read (can_bypass), even when the line is cached, so each
