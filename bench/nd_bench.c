@@ -53,7 +53,8 @@ static double now(void)
 
 static void die(const char *what, long err)
 {
-	fprintf(stderr, "nd_bench: %s: %s\n", what, err ? strerror(err < 0 ? -err : err) : "failed");
+	fprintf(stderr, "nd_bench: %s: %s\n", what,
+		err ? strerror(err < 0 ? -err : err) : "failed");
 	exit(1);
 }
 
@@ -231,7 +232,9 @@ static double write_plain(double *band, uint64_t band_rows)
 	t0 = now();
 	for (uint64_t r = 0; r < NR; r += band_rows) {
 		fill_rows(band, r, band_rows);
-		if (pwrite(fd, band, band_rows * NC * 8, r * NC * 8) != (ssize_t)(band_rows * NC * 8))
+		ssize_t n = band_rows * NC * 8;
+
+		if (pwrite(fd, band, n, r * NC * 8) != n)
 			die("pwrite", errno);
 	}
 	if (fsync(fd))
@@ -395,7 +398,7 @@ int main(int argc, char **argv)
 	system("cut -d' ' -f1-3 /proc/loadavg");
 
 	/* buffers: a band of block rows for writing, the largest request for reading */
-	if (posix_memalign((void **)&buf, ALIGN, 4096 * 4096 * 8 > NR * 8 ? 4096 * 4096 * 8 : NR * 8) ||
+	if (posix_memalign((void **)&buf, ALIGN, (4096 * 4096 > NR ? 4096 * 4096 : NR) * 8) ||
 	    posix_memalign((void **)&bounce, ALIGN, NC * 8 + 2 * ALIGN))
 		die("memory", ENOMEM);
 
@@ -421,8 +424,8 @@ int main(int argc, char **argv)
 			band_rows *= 2;
 		if (posix_memalign((void **)&band, ALIGN, band_rows * NC * 8))
 			die("memory", ENOMEM);
-		printf("block shape %" PRIu64 "x%" PRIu64 " (%.1f MiB), write band %" PRIu64 " rows\n",
-		       bb[0], bb[1], bb[0] * bb[1] * 8 / 1048576.0, band_rows);
+		printf("block shape %" PRIu64 "x%" PRIu64 " (%.1f MiB), write band %" PRIu64
+		       " rows\n", bb[0], bb[1], bb[0] * bb[1] * 8 / 1048576.0, band_rows);
 		tg = write_gstore(bb_opt, band, band_rows);
 		printf("write gstore %.0f MB/s (%.2f s)\n", gib / tg, tg);
 		tp = write_plain(band, band_rows);
