@@ -19,6 +19,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "gpuq/gpuq_internal.h"
 
@@ -32,6 +33,7 @@ struct fspec {
 	uint32_t tear;			/* bytes a torn write keeps */
 	int drop;
 	uint64_t powercut;		/* 0: no write cache */
+	int dead_err;			/* after the cut: fail writes/flushes (0: drop) */
 };
 
 struct cblock {
@@ -59,6 +61,7 @@ struct proxy {
 	struct gs_bio b;		/* first: the inner backend sees this */
 	struct gs_bio *orig;		/* NULL: a write-back bio */
 	uint32_t report;		/* bytes to report on success (torn writes) */
+	int err;			/* report this instead (torn write at a cut) */
 };
 
 struct stashed {
@@ -108,8 +111,9 @@ static int parse_err(const char *s, int *err)
 	char *e;
 	long v;
 
+	/* case-blind: "eio" reads better in a mount option */
 	for (i = 0; i < sizeof(errnames) / sizeof(errnames[0]); i++)
-		if (!strcmp(s, errnames[i].name)) {
+		if (!strcasecmp(s, errnames[i].name)) {
 			*err = errnames[i].err;
 			return 0;
 		}
@@ -171,6 +175,10 @@ static int parse_token(struct fspec *s, char *tok, uint32_t lba)
 		else
 			return -EINVAL;
 		return 0;
+	}
+	if (!strcmp(tok, "dead")) {
+		s->dead_err = 0;
+		return strcmp(v, "drop") ? parse_err(v, &s->dead_err) : 0;
 	}
 	if (!strcmp(tok, "at"))
 		return parse_num(v, &s->at);
@@ -352,7 +360,7 @@ static void absorb(struct gs_bq *q, struct gs_bio *ib, int64_t res)
 	if (res >= 0 && b->op == GS_OP_READ && res > 0)
 		cache_overlay(q->bd, b, (uint64_t)res);
 	if (res >= 0 && b->op == GS_OP_WRITE)
-		res = px->report;
+		res = px->err ? (int64_t)px->err : (int64_t)px->report;
 	free(px);
 	stash(q, b, res);
 }
@@ -627,7 +635,7 @@ static int decide(struct gs_bdev *bd, struct gs_bio *b, int64_t *res, int *wb)
 		w = ++bd->nwrites;
 	if (bd->dead && b->op != GS_OP_READ) {
 		/* after the power cut nothing reaches the device */
-		*res = b->op == GS_OP_WRITE ? b->len : 0;
+		*res = s->dead_err ? -(int64_t)s->dead_err : b->op == GS_OP_WRITE ? (int64_t)b->len : 0;
 		ret = F_DONE;
 		goto out;
 	}
@@ -635,7 +643,8 @@ static int decide(struct gs_bdev *bd, struct gs_bio *b, int64_t *res, int *wb)
 		if (w >= s->powercut) {
 			cache_discard(bd);
 			bd->dead = 1;
-			*res = b->len;
+			/* the write in flight at the cut is never acknowledged with dead=ERR */
+			*res = s->dead_err ? -(int64_t)s->dead_err : (int64_t)b->len;
 			ret = s->tear ? F_TEAR : F_DONE;
 			goto out;
 		}
@@ -693,6 +702,8 @@ static int fault_submit(struct gs_bq *q, struct gs_bio **ios, unsigned n)
 		/* a tear longer than the write keeps all of it */
 		if (d == F_TEAR && bd->spec.tear < b->len)
 			px->b.len = bd->spec.tear;
+		if (d == F_TEAR && res < 0)
+			px->err = (int)res;
 		q->pend[q->npend++] = &px->b;
 	}
 	push_pending(q);

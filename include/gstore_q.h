@@ -154,17 +154,13 @@ void gs_q_get_stats(struct gs_q *q, struct gs_q_stats *st);
  *   powercut=N		volatile write cache: writes reach the device only at a
  *			flush (reads see them); power fails during the Nth write:
  *			it and the cache are lost (with tear=B its first B bytes
- *			land) and every later write and flush is silently dropped
+ *			land) and every later write and flush is dropped
+ *   dead=drop|ERR	after the cut: drop writes and flushes reporting success
+ *			(default), or fail them (and the Nth write) with ERR,
+ *			e.g. dead=eio, so a program that keeps running after the
+ *			simulated cut gets no acknowledgement for lost data
  * gs_q_fault() changes the spec of a running queue ("" clears, counters
  * restart; data cached by powercut stays until the next flush).
- *
- * [REQUEST from the FUSE front end, for tests/integration/fs_powercut.sh --
- * gpuq owner, please add or answer here]  A word "dead=eio": after the
- * cut, writes and flushes fail with -EIO instead of reporting success.  A
- * mounted gstorefs keeps running after the simulated cut, so with silent
- * drops it acknowledges fsyncs whose data is gone (a real power loss would
- * have killed it); the test cannot tell those acks from real ones.  The
- * test mounts with -o fault=powercut=N,dead=eio.
  */
 int gs_q_fault(struct gs_q *q, const char *spec);
 

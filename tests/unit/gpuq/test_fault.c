@@ -203,6 +203,22 @@ static void test_powercut(void **state)
 		assert_true(all(r, 0, BS, i));
 	}
 
+	/* dead=eio: the write at the cut and everything after it fail */
+	assert_int_equal(gs_q_fault(q, "powercut=2,dead=eio"), 0);
+	fill(w, 0xc1);
+	assert_int_equal(gs_q_pwrite(q, w, BS, 60 * BS), BS);	/* cached */
+	assert_int_equal(gs_q_pwrite(q, w, BS, 61 * BS), -EIO);	/* the cut */
+	assert_int_equal(gs_q_pwrite(q, w, BS, 62 * BS), -EIO);
+	assert_int_equal(gs_q_flush(q), -EIO);
+	assert_int_equal(gs_q_pread(q, r, BS, 60 * BS), BS);	/* reads still work */
+	assert_true(all(r, 0, BS, 0));				/* cache lost */
+	assert_int_equal(gs_q_fault(q, "powercut=1,dead=EROFS,tear=512"), 0);
+	assert_int_equal(gs_q_pwrite(q, w, BS, 63 * BS), -EROFS);	/* torn, not acked */
+	assert_int_equal(gs_q_pread(q, r, BS, 63 * BS), BS);
+	assert_true(all(r, 0, 512, 0xc1));
+	assert_true(all(r, 512, BS, 0));
+	assert_int_equal(gs_q_fault(q, "dead=bogus"), -EINVAL);
+
 	/* powercut with tear: the write at the cut lands partly */
 	assert_int_equal(gs_q_fault(q, "powercut=1,tear=512"), 0);
 	fill(w, 0xb1);
