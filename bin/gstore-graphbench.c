@@ -308,7 +308,8 @@ static int run(int argc, char **argv)
 			srcs[k++] = v;
 	}
 	printf("graph %s: %" PRIu64 " vertices, %" PRIu64 " edges, %s; gstore %.1f MiB, CSR %.1f "
-	       "MiB on disk; cache %.1f MiB, line %u B, %u threads, %" PRIu64 " queries, batch %u\n",
+	       "MiB on disk; cache %.1f MiB, line %u B, %u threads, %" PRIu64 " queries, "
+	       "batch %u\n",
 	       argv[optind + 1], gi[0].nv, gi[0].ne, gi[0].directed ? "directed" : "undirected",
 	       gi[0].disk_bytes / 1048576.0, gi[1].disk_bytes / 1048576.0,
 	       fo.cache_bytes / 1048576.0, fo.line_size, threads, c.nq, c.batch);

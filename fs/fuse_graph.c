@@ -234,8 +234,8 @@ static int gen_info(void *ctx, char *buf, size_t size)
 	struct gh *h = ctx;
 
 	if (!h->g)
-		return snprintf(buf, size,
-				"vertices: 0\nedges: 0\nstate: empty (write an edge list to edges)\n");
+		return snprintf(buf, size, "vertices: 0\nedges: 0\n"
+				"state: empty (write an edge list to edges)\n");
 	return gs_graph_info_text(h->g, buf, size);
 }
 
@@ -482,7 +482,8 @@ static ssize_t write_updates(struct gs_fuse *gf, struct gs_vfile *f, const char 
 		memcpy(text + ws->npend, buf, whole);
 		ret = gh_get(gf, f->vn->obj, &h);
 		if (!ret) {
-			ret = h->g ? gs_graph_update(h->g, text, ws->npend + whole, NULL) : -ENODATA;
+			ret = h->g ? gs_graph_update(h->g, text, ws->npend + whole, NULL) :
+				     -ENODATA;
 			gh_put(h);
 		}
 		free(text);

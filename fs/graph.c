@@ -438,8 +438,8 @@ static int64_t base_read(struct gs_graph *g, unsigned d, uint64_t v, struct gr_l
 		idx = gr_page_find(&g->gm, sc->page, v);
 		if (idx < 0) {
 			if (glen > 1) {
-				gs_err("graph %" PRIu64 ": vertex %" PRIu64 " missing from its page",
-				       g->ino, v);
+				gs_err("graph %" PRIu64 ": vertex %" PRIu64
+				       " missing from its page", g->ino, v);
 				return -EIO;
 			}
 			return 0;

@@ -298,7 +298,8 @@ free_all:
 
 static uint64_t mix(uint64_t a, uint64_t b, uint64_t c)
 {
-	uint64_t x = a * 0x9e3779b97f4a7c15ULL ^ (b + 0x632be59bd9b4e019ULL) * 0xbf58476d1ce4e5b9ULL ^
+	uint64_t x = a * 0x9e3779b97f4a7c15ULL ^
+		     (b + 0x632be59bd9b4e019ULL) * 0xbf58476d1ce4e5b9ULL ^
 		     (c + 1) * 0x94d049bb133111ebULL;
 
 	x ^= x >> 31;
@@ -363,8 +364,11 @@ int gs_graph_randomwalk(struct gs_graph *g, const uint64_t *starts, size_t n, un
 			ptr[k] = &req[k];
 			k++;
 		}
-		for (size_t i = 0; i < k && ret >= 0; i += batch)
-			ret = gs_graph_submit(q, ptr + i, (unsigned)(k - i < batch ? k - i : batch));
+		for (size_t i = 0; i < k && ret >= 0; i += batch) {
+			size_t m = k - i < batch ? k - i : batch;
+
+			ret = gs_graph_submit(q, ptr + i, (unsigned)m);
+		}
 		gs_graph_drain(q);
 		ret = ret < 0 ? ret : 0;
 	}

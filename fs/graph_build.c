@@ -301,7 +301,8 @@ int gr_build(struct gr_store *st, int fd, const struct gs_graph_import_opts *o)
 	r.magic = htole32(GS_GRAPH_ROOT_MAGIC);
 	r.version = htole32(GS_GRAPH_VERSION);
 	r.flags = htole32((b.directed ? GS_GRAPH_F_DIRECTED : 0) |
-			  (b.weighted ? GS_GRAPH_F_WEIGHTED : 0) | (idw == 8 ? GS_GRAPH_F_ID64 : 0));
+			  (b.weighted ? GS_GRAPH_F_WEIGHTED : 0) |
+			  (idw == 8 ? GS_GRAPH_F_ID64 : 0));
 	r.page_size = htole32(st->page_size);
 	r.nv = htole64(nv);
 	r.ne = htole64(b.directed ? entries[0] : (entries[0] + loops) / 2);

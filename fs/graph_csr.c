@@ -298,7 +298,8 @@ int gs_graph_open_csr(struct gs_fs *fs, const char *prefix, struct gs_graph **gp
 	for (unsigned d = 0; d < 2 && !ret; d++) {
 		for (unsigned k = 0; k < 3 && !ret; k++) {
 			struct gs_stat st;
-			uint64_t *ino = k == 0 ? &c->rowptr[d] : k == 1 ? &c->colidx[d] : &c->val[d];
+			uint64_t *ino = k == 0 ? &c->rowptr[d] :
+					k == 1 ? &c->colidx[d] : &c->val[d];
 
 			ret = array_name(name, sizeof(name), prefix, d, k);
 			if (!ret)

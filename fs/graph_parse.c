@@ -301,7 +301,8 @@ static int parse_mtx(struct parser *p)
 			continue;
 		}
 		if (n < 2 || n > 3 || (pattern && n != 2) || (!pattern && n != 3))
-			return fail(p, pattern ? "expected \"row col\"" : "expected \"row col value\"");
+			return fail(p, pattern ? "expected \"row col\"" :
+				    "expected \"row col value\"");
 		if (vertex(p, f[0], fl[0], 1, &u, "row") || vertex(p, f[1], fl[1], 1, &v, "column"))
 			return -EINVAL;
 		if (u >= rows || v >= cols)
@@ -445,7 +446,8 @@ static int parse_sg(struct parser *p, bool weighted_file)
 				goto free_bufs;
 			nb[0] = (int32_t)le32toh((uint32_t)nb[0]);
 			if (nb[0] < 0 || nb[0] >= n) {
-				ret = bfail(p, ro.end + es * (uint64_t)k, "neighbour id out of range");
+				ret = bfail(p, ro.end + es * (uint64_t)k,
+					    "neighbour id out of range");
 				goto free_bufs;
 			}
 			ret = p->fn(p->arg, (uint64_t)u, (uint64_t)nb[0],

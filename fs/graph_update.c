@@ -668,8 +668,10 @@ unlock:
 }
 
 /* Single updates: the same checks, nothing to undo on failure. */
-static int single(struct gs_graph *g, int (*fn)(struct gs_graph *, uint64_t, uint64_t, float,
-						   struct ubatch *), uint64_t u, uint64_t v, float w)
+typedef int (*single_fn)(struct gs_graph *g, uint64_t u, uint64_t v, float w,
+			 struct ubatch *b);
+
+static int single(struct gs_graph *g, single_fn fn, uint64_t u, uint64_t v, float w)
 {
 	struct ubatch b;
 	int ret = writable(g);

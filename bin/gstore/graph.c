@@ -278,7 +278,8 @@ int cmd_import_graph(int argc, char **argv)
 			for (x = 1; x < 5 && strcmp(optarg, fmt_names[x]); x++)
 				;
 			if (x == 5)
-				return gs_fail(2, "unknown format '%s' (text, mtx, sg, wsg)", optarg);
+				return gs_fail(2, "unknown format '%s' (text, mtx, sg, wsg)",
+					       optarg);
 			o.format = (uint32_t)x;
 			break;
 		case 'n':

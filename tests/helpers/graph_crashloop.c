@@ -107,9 +107,11 @@ static int note_batches(const char *img, uint64_t k)
 
 static int do_init(struct gs_fs *fs, const char *img)
 {
-	struct gs_graph_import_opts o = { .nv = NV, .chain_max = 1000,
-					  .flags = GS_GRAPH_IMPORT_DIRECTED |
-						   GS_GRAPH_IMPORT_WEIGHTED | GS_GRAPH_IMPORT_SLACK };
+	struct gs_graph_import_opts o = {
+		.nv = NV, .chain_max = 1000,
+		.flags = GS_GRAPH_IMPORT_DIRECTED | GS_GRAPH_IMPORT_WEIGHTED |
+			 GS_GRAPH_IMPORT_SLACK,
+	};
 	char path[4096];
 	struct ref_in in;
 	struct ref *r = base_ref(&in);
@@ -139,8 +141,9 @@ static int do_run(struct gs_fs *fs, const char *img, char *buf, size_t size)
 
 		ret = gs_graph_update(g, buf, len, &line);
 		if (ret < 0)
-			return fprintf(stderr, "batch %llu line %llu: %s\n", (unsigned long long)k + 1,
-				       (unsigned long long)line, strerror(-ret)), 1;
+			return fprintf(stderr, "batch %llu line %llu: %s\n",
+				       (unsigned long long)k + 1, (unsigned long long)line,
+				       strerror(-ret)), 1;
 		ret = gs_graph_sync(g);
 		if (ret || note_batches(img, ++k))
 			return fprintf(stderr, "sync: %s\n", strerror(-ret)), 1;

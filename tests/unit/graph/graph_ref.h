@@ -246,7 +246,8 @@ static struct ref *ref_from_input(const struct ref_in *in, uint64_t nv, bool dir
 
 /* ---- writers ---- */
 
-static inline void write_text(const char *path, const struct ref_in *in, bool directed, bool weighted)
+static inline void write_text(const char *path, const struct ref_in *in, bool directed,
+			      bool weighted)
 {
 	FILE *f = fopen(path, "w");
 
@@ -308,7 +309,8 @@ static inline void write_sg(const char *path, const struct ref *r, bool weighted
 		}
 		for (uint64_t v = 0; v < r->nv; v++)
 			for (size_t i = 0; i < r->a[d][v].n; i++) {
-				int32_t x[2] = { (int32_t)r->a[d][v].ids[i], (int32_t)r->a[d][v].w[i] };
+				int32_t x[2] = { (int32_t)r->a[d][v].ids[i],
+						 (int32_t)r->a[d][v].w[i] };
 
 				fwrite(x, 4, weighted ? 2 : 1, f);
 			}
@@ -367,7 +369,7 @@ static inline int ref_compare(const struct ref *r, struct gs_graph *g)
 			}
 			for (int64_t i = 0; i < n; i++)
 				if (ids[i] != a->ids[i] || w[i] != a->w[i]) {
-					printf("vertex %llu dir %u [%lld]: %llu/%g expected %llu/%g\n",
+					printf("vertex %llu dir %u [%lld]: %llu/%g, want %llu/%g\n",
 					       (unsigned long long)v, d, (long long)i,
 					       (unsigned long long)ids[i], (double)w[i],
 					       (unsigned long long)a->ids[i], (double)a->w[i]);

@@ -63,7 +63,7 @@ static void ref_cc(const struct ref *r, uint64_t *label)
 			uint64_t a = find(p, v), b = find(p, r->a[0][v].ids[i]);
 
 			if (a != b)
-				p[a > b ? a : b] = a < b ? a : b;	/* the smaller id is the root */
+				p[a > b ? a : b] = a < b ? a : b;	/* smaller id: root */
 		}
 	for (uint64_t v = 0; v < r->nv; v++)
 		label[v] = find(p, v);
@@ -100,7 +100,8 @@ static void ref_pagerank(const struct ref *r, double d, unsigned iters, double *
 /* The library's hash, for the walk and MIS references. */
 static uint64_t mix(uint64_t a, uint64_t b, uint64_t c)
 {
-	uint64_t x = a * 0x9e3779b97f4a7c15ULL ^ (b + 0x632be59bd9b4e019ULL) * 0xbf58476d1ce4e5b9ULL ^
+	uint64_t x = a * 0x9e3779b97f4a7c15ULL ^
+		     (b + 0x632be59bd9b4e019ULL) * 0xbf58476d1ce4e5b9ULL ^
 		     (c + 1) * 0x94d049bb133111ebULL;
 
 	x ^= x >> 31;
@@ -142,7 +143,8 @@ static void ref_mis(const struct ref *r, uint64_t seed, uint8_t *state)
 					uint64_t u = a->ids[i];
 					uint64_t pu = mix(seed, u, 0), pv = mix(seed, v, 0);
 
-					lose = u != v && !state[u] && (pu < pv || (pu == pv && u < v));
+					lose = u != v && !state[u] &&
+					       (pu < pv || (pu == pv && u < v));
 				}
 			}
 			win[v] = !lose;
