@@ -229,9 +229,9 @@ static long ioc_dma_alloc(struct gstore_file *f, void *arg)
 }
 
 /*
- * Pinning may take mmap_lock, and mmap() calls us with mmap_lock held and
- * then takes the file lock: so MAP_USER pins and maps without the file lock
- * and takes it only to publish the region.
+ * Pinning and put_user() may take mmap_lock, and mmap() calls us with
+ * mmap_lock held and then takes the file lock: so MAP_USER pins and maps
+ * without the file lock and takes it only to publish the region.
  */
 static long ioc_map_user(struct gstore_file *f, void *arg)
 {
@@ -298,6 +298,8 @@ put:
 	return ret;
 }
 
+/* Like MAP_USER, without the file lock while pages are taken and bus
+ * addresses copied out. */
 static long ioc_map_gpu(struct gstore_file *f, void *arg)
 {
 	struct gstore_map_gpu *m = arg;
@@ -309,12 +311,17 @@ static long ioc_map_gpu(struct gstore_file *f, void *arg)
 		return -EINVAL;
 	if (!gstore_p2p_supported())
 		return -EOPNOTSUPP;
-	r = region_new(f, GSTORE_REG_GPU, m->len, 0);
-	if (IS_ERR(r))
-		return PTR_ERR(r);
+	r = region_alloc(f, GSTORE_REG_GPU, m->len, 0);
+	if (!r)
+		return -ENOMEM;
 	ret = gstore_p2p_map(r, m->vaddr, m->len, u64_to_user_ptr(m->bus_addrs));
+	if (!ret) {
+		mutex_lock(&f->lock);
+		ret = f->dead ? -ENODEV : region_insert(f, r);
+		mutex_unlock(&f->lock);
+	}
 	if (ret) {
-		region_drop(f, r);
+		kref_put(&r->ref, region_release);
 		return ret;
 	}
 	m->handle = r->handle;
@@ -465,7 +472,7 @@ static const struct gstore_ioctl_desc gstore_ioctls[] = {
 	IOC(GSTORE_IOC_DMA_ALLOC, ioc_dma_alloc, undo_dma_alloc),
 	IOC_UNLOCKED(GSTORE_IOC_MAP_USER, ioc_map_user, undo_map_user),
 	IOC(GSTORE_IOC_UNMAP, ioc_unmap, NULL),
-	IOC(GSTORE_IOC_MAP_GPU, ioc_map_gpu, undo_map_gpu),
+	IOC_UNLOCKED(GSTORE_IOC_MAP_GPU, ioc_map_gpu, undo_map_gpu),
 	IOC(GSTORE_IOC_CREATE_QP, ioc_create_qp, undo_create_qp),
 	IOC(GSTORE_IOC_DELETE_QP, ioc_delete_qp, NULL),
 };
@@ -502,17 +509,20 @@ static long gstore_ioctl(struct file *file, unsigned int cmd, unsigned long uarg
 
 	if (d->unlocked) {
 		ret = d->fn(f, &arg);
-		mutex_lock(&f->lock);
 	} else {
 		mutex_lock(&f->lock);
 		ret = f->dead ? -ENODEV : d->fn(f, &arg);
+		mutex_unlock(&f->lock);
 	}
+	/* copy out unlocked: a fault takes mmap_lock, which mmap() holds
+	 * while it waits for the file lock */
 	if (!ret && (_IOC_DIR(cmd) & _IOC_READ) && copy_to_user(up, &arg, size)) {
+		mutex_lock(&f->lock);
 		if (d->undo && !f->dead)
 			d->undo(f, &arg);
+		mutex_unlock(&f->lock);
 		ret = -EFAULT;
 	}
-	mutex_unlock(&f->lock);
 	return ret;
 }
 

@@ -93,6 +93,22 @@ qemu_setup() {
 	cp "$ROOT/tests/qemu/guest/common.sh" "$W/root/common.sh"
 }
 
+# qemu_add_dyn PROGRAM...: copy dynamically linked programs into the guest,
+# with every shared library they load (same paths as here)
+qemu_add_dyn() {
+	local p l
+	for p in "$@"; do
+		mkdir -p "$W/root$(dirname "$p")"
+		cp -L "$p" "$W/root$p"
+		for l in $(ldd "$p" | grep -o '/[^ ]*'); do
+			[[ -e $W/root$l ]] && continue
+			mkdir -p "$W/root$(dirname "$l")"
+			cp -L "$l" "$W/root$l"
+		done
+	done
+	return 0
+}
+
 # qemu_boot NAME SCRIPT [extra qemu args]
 qemu_boot() {
 	local name=$1 script=$2
@@ -108,7 +124,7 @@ mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
 mount -t tmpfs tmp /tmp
-export PATH=/bin
+export PATH=/bin:/usr/bin:/sbin
 . /common.sh
 insmod /mod/gstore_nvme.ko || echo "FAIL: insmod gstore_nvme"
 sh -c '. /common.sh; . /test.sh'
