@@ -200,28 +200,54 @@ static inline __device__ int gs_write_back_sync(struct gs_cam *q)
  * reference and passes the slot on with __shfl_sync.  On a failed miss the
  * value reads as 0 and the error is kept in the array.
  */
+/*
+ * The warp-level lookup: group leaders call gs_bam_get_try() round after
+ * round, every active lane meeting at __any_sync() each round, until no
+ * leader is told to retry.  A lane that fills (or evicts) a page therefore
+ * always finishes inside its round, even while lanes of its own warp wait
+ * for that page: no lane spins on another lane of its warp.
+ */
+static inline __device__ uint32_t gs_array_lookup(struct gs_bam *a, uint64_t page, int dirty,
+						  unsigned am, unsigned grp)
+{
+	int lane = threadIdx.x & 31, leader = __ffs(grp) - 1;
+	uint32_t slot = GS_BAM_RETRY, ns = 32;
+
+	for (;;) {
+		int again;
+
+		if (lane == leader && slot == GS_BAM_RETRY)
+			slot = page < a->npages ? gs_bam_get_try(a, page, dirty) : GS_BAM_NOSLOT;
+		again = lane == leader && slot == GS_BAM_RETRY;
+		if (!__any_sync(am, again))
+			break;
+		if (again)
+			gs_d_backoff(&ns);
+	}
+	return __shfl_sync(grp, slot, leader);
+}
+
 template <typename T>
 static inline __device__ T gs_array_get(struct gs_bam *a, uint64_t i)
 {
 	uint64_t byte = i * sizeof(T), page = byte >> a->line_shift;
-	uint32_t off = (uint32_t)(byte & ((1u << a->line_shift) - 1)), slot = 0;
+	uint32_t off = (uint32_t)(byte & ((1u << a->line_shift) - 1)), slot;
 	unsigned am = __activemask();
 	unsigned grp = __match_any_sync(am, page);
 	int lane = threadIdx.x & 31, leader = __ffs(grp) - 1;
 	T v = 0;
 
-	if (page >= a->npages) {
+	/* out of range: an error, but every lane still takes part below */
+	if (page >= a->npages)
 		gs_bam_fail(a, -GS_ERANGE);
-		return 0;
-	}
-	if (lane == leader)
-		slot = gs_bam_get(a, page, 0);
-	slot = __shfl_sync(grp, slot, leader);
+	slot = gs_array_lookup(a, page, 0, am, grp);
 	if (slot != GS_BAM_NOSLOT)
 		v = *(const T *)(gs_bam_line(a, slot) + off);
 	__syncwarp(grp);
 	if (lane == leader && slot != GS_BAM_NOSLOT)
 		gs_bam_put(a, page);
+	/* leave together: the next call's groups are whole again */
+	__syncwarp(am);
 	return v;
 }
 
@@ -229,23 +255,20 @@ template <typename T>
 static inline __device__ void gs_array_set(struct gs_bam *a, uint64_t i, T v)
 {
 	uint64_t byte = i * sizeof(T), page = byte >> a->line_shift;
-	uint32_t off = (uint32_t)(byte & ((1u << a->line_shift) - 1)), slot = 0;
+	uint32_t off = (uint32_t)(byte & ((1u << a->line_shift) - 1)), slot;
 	unsigned am = __activemask();
 	unsigned grp = __match_any_sync(am, page);
 	int lane = threadIdx.x & 31, leader = __ffs(grp) - 1;
 
-	if (page >= a->npages) {
+	if (page >= a->npages)
 		gs_bam_fail(a, -GS_ERANGE);
-		return;
-	}
-	if (lane == leader)
-		slot = gs_bam_get(a, page, 1);
-	slot = __shfl_sync(grp, slot, leader);
+	slot = gs_array_lookup(a, page, 1, am, grp);
 	if (slot != GS_BAM_NOSLOT)
 		*(T *)(gs_bam_line(a, slot) + off) = v;
 	__syncwarp(grp);
 	if (lane == leader && slot != GS_BAM_NOSLOT)
 		gs_bam_put(a, page);
+	__syncwarp(am);
 }
 
 static inline __device__ uint64_t gs_array_get_u64(struct gs_bam *a, uint64_t i)

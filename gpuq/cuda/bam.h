@@ -41,6 +41,7 @@
 #define GS_BAM_EMPTY	UINT64_MAX		/* slot_page: free slot */
 #define GS_BAM_CLAIMED	(UINT64_MAX - 1)	/* slot_page: being (re)filled */
 #define GS_BAM_NOSLOT	UINT32_MAX
+#define GS_BAM_RETRY	(UINT32_MAX - 1)	/* gs_bam_get_try(): busy, call again */
 #define GS_EIO		5
 
 struct gs_bam {
@@ -254,13 +255,16 @@ GS_HD uint32_t gs_bam_victim(struct gs_bam *b)
 }
 
 /*
- * Take a reference on @page and make it valid; returns its slot, or
- * GS_BAM_NOSLOT if the read failed (b->err says why).  @dirty: the caller
- * will write the line.
+ * Take a reference on @page and make it valid; returns its slot,
+ * GS_BAM_NOSLOT if the read failed (b->err says why), or GS_BAM_RETRY when
+ * another thread is filling or evicting the page.  The call itself never
+ * waits for another thread of the cache, only for I/O: GPU callers loop
+ * over it at warp level (gstore_cuda.h) so that the lanes of a warp that
+ * wait on each other still all advance.  @dirty: the caller will write it.
  */
-GS_HD uint32_t gs_bam_get(struct gs_bam *b, uint64_t page, int dirty)
+GS_HD uint32_t gs_bam_get_try(struct gs_bam *b, uint64_t page, int dirty)
 {
-	uint32_t *pw = &b->pst[page], ns = 32;
+	uint32_t *pw = &b->pst[page];
 
 	for (;;) {
 		/* acquire: a VALID seen here orders pslot and the line's bytes */
@@ -278,11 +282,10 @@ GS_HD uint32_t gs_bam_get(struct gs_bam *b, uint64_t page, int dirty)
 		gs_d32_faa_rel(pw, (uint32_t)-1);	/* undo the transient reference */
 		if (st & GS_BAM_BUSY) {
 			gs_d_faa(&b->busy_waits, 1);
-			gs_d_backoff(&ns);
-			continue;
+			return GS_BAM_RETRY;
 		}
 		if (!gs_d32_cas(pw, 0, GS_BAM_BUSY | 1))
-			continue;	/* someone else is filling it, or transient refs */
+			continue;	/* someone else began filling it, or transient refs */
 		/* we fill it */
 		uint32_t s = gs_bam_victim(b);
 
@@ -299,6 +302,16 @@ GS_HD uint32_t gs_bam_get(struct gs_bam *b, uint64_t page, int dirty)
 		gs_d32_faa_rel(pw, GS_BAM_VALID - GS_BAM_BUSY + (dirty ? GS_BAM_DIRTY : 0));
 		return s;
 	}
+}
+
+/* gs_bam_get_try() until it is not busy (CPU threads, single GPU threads). */
+GS_HD uint32_t gs_bam_get(struct gs_bam *b, uint64_t page, int dirty)
+{
+	uint32_t s, ns = 32;
+
+	while ((s = gs_bam_get_try(b, page, dirty)) == GS_BAM_RETRY)
+		gs_d_backoff(&ns);
+	return s;
 }
 
 /* Drop a reference taken by gs_bam_get(); release: our accesses come first. */
