@@ -169,9 +169,10 @@ static int is_meta_name(fuse_ino_t parent, const char *name)
 }
 
 /* Look @name up through the type ops of @parent (a virtual node or a real
- * object whose type has virtual files). */
+ * object whose type has virtual files).  *plain: @parent is an ordinary
+ * directory, whose misses the kernel may cache. */
 static int vlookup(struct gs_fuse *gf, fuse_ino_t parent, const char *name,
-		   struct gs_vnode **vnp)
+		   struct gs_vnode **vnp, int *plain)
 {
 	struct gs_vdir dir = { 0 };
 	const struct gs_vops *ops;
@@ -193,8 +194,10 @@ static int vlookup(struct gs_fuse *gf, fuse_ino_t parent, const char *name,
 		if (ret < 0)
 			return ret;
 		ops = vtype(st.type);
-		if (!ops || st.type == GS_T_DIR)
+		if (!ops || st.type == GS_T_DIR) {
+			*plain = 1;
 			return -ENOENT;
+		}
 		dir.obj = parent;
 	}
 	if (strlen(name) > GS_NAME_MAX)
@@ -208,7 +211,7 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct fuse_entry_param e;
 	struct gs_vnode *vn;
 	struct gs_stat st;
-	int ret;
+	int ret, plain = 0;
 
 	COUNT(gf, lookups, 1);
 	if (is_meta_name(parent, name)) {
@@ -227,7 +230,7 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		if (ret != -ENOENT && ret != -ENOTDIR)
 			goto reply_err;
 	}
-	ret = vlookup(gf, parent, name, &vn);
+	ret = vlookup(gf, parent, name, &vn, &plain);
 	if (ret < 0)
 		goto reply_err;
 reply_vnode:
@@ -237,9 +240,10 @@ reply_vnode:
 	return;
 reply_err:
 	if (ret == -ENOENT) {
-		/* Cache the miss: names only appear through this mount. */
+		/* Cache a miss in a directory: names only appear through this
+		 * mount.  Not in objects' virtual dirs (a vertex may be added). */
 		memset(&e, 0, sizeof(e));
-		e.entry_timeout = gs_is_vino(parent) ? 0 : gf->timeout;
+		e.entry_timeout = plain ? gf->timeout : 0;
 		fuse_reply_entry(req, &e);
 		return;
 	}
