@@ -563,9 +563,10 @@ static int nvme_reap(struct gs_bq *q, struct gs_bio **done, int64_t *res, unsign
 		} else if (io->op == GS_OP_FLUSH) {
 			res[n] = 0;
 		} else {
+			char *b = q->bounce + (size_t)slot * q->bd->max_io;
+
 			if (io->op == GS_OP_READ && q->slot_bounced[slot])
-				memcpy((char *)io->buf + io->done,
-				       q->bounce + (size_t)slot * q->bd->max_io, io->len - io->done);
+				memcpy((char *)io->buf + io->done, b, io->len - io->done);
 			res[n] = io->len;
 		}
 		done[n++] = io;

@@ -466,7 +466,8 @@ struct gstore_ioctl_desc {
 };
 
 #define IOC(c, f, u) [_IOC_NR(c)] = { .cmd = (c), .fn = (f), .undo = (u) }
-#define IOC_UNLOCKED(c, f, u) [_IOC_NR(c)] = { .cmd = (c), .fn = (f), .undo = (u), .unlocked = true }
+#define IOC_UNLOCKED(c, f, u) \
+	[_IOC_NR(c)] = { .cmd = (c), .fn = (f), .undo = (u), .unlocked = true }
 static const struct gstore_ioctl_desc gstore_ioctls[] = {
 	IOC(GSTORE_IOC_INFO, ioc_info, NULL),
 	IOC(GSTORE_IOC_DMA_ALLOC, ioc_dma_alloc, undo_dma_alloc),

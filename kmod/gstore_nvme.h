@@ -27,7 +27,7 @@
 #define GSTORE_NAME		"gstore_nvme"
 #define GSTORE_AQ_DEPTH		32		/* admin queue entries */
 #define GSTORE_MAX_DEVS		64		/* minors */
-#define GSTORE_WANT_QPS		64		/* I/O queue pairs asked of the controller */
+#define GSTORE_WANT_QPS		64		/* I/O queue pairs asked for */
 #define GSTORE_ADMIN_TIMEOUT	(30 * HZ)	/* TCG guests are slow */
 #define GSTORE_MAX_REGIONS	4096		/* per open file */
 

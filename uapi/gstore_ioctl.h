@@ -71,7 +71,7 @@ struct gstore_dma_alloc {
 };
 
 /* gstore_map_user.flags */
-#define GSTORE_MAP_DEV_READ	(1u << 0)	/* device only reads it (writes from the host) */
+#define GSTORE_MAP_DEV_READ	(1u << 0)	/* the device only reads it */
 
 /*
  * GSTORE_IOC_MAP_USER: pin user memory long-term and map it for DMA.  The

@@ -142,7 +142,8 @@ static int nvme_list(void)
 			driver_of(b, drv, sizeof(drv));
 			node_of(b, node, sizeof(node));
 			printf("%-14s %4s:%-6s %-12s %s\n", b, ven + (ven[1] == 'x' ? 2 : 0),
-			       dev + (dev[1] == 'x' ? 2 : 0), drv[0] ? drv : "-", node[0] ? node : "-");
+			       dev + (dev[1] == 'x' ? 2 : 0), drv[0] ? drv : "-",
+			       node[0] ? node : "-");
 			found++;
 		}
 		free(ents[i]);
@@ -277,6 +278,7 @@ int cmd_nvme(int argc, char **argv)
 		return nvme_unbind(argv[2]);
 	if (!strcmp(sub, "info") && argc == 3)
 		return nvme_info(argv[2]);
-	fprintf(stderr, "usage: gstore nvme list | bind PCI | unbind PCI | info /dev/gstore-nvmeN|PCI\n");
+	fprintf(stderr, "usage: gstore nvme list | bind PCI | unbind PCI | "
+		"info /dev/gstore-nvmeN|PCI\n");
 	return 2;
 }
