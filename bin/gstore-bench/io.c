@@ -153,7 +153,7 @@ static int worker_setup(struct worker *w, const struct opts *o, struct gs_q *q,
 	w->rng = 0x9e3779b97f4a7c15ull * (id + 1);
 	bytes = gs_ring_bytes(ent, ent, 0);
 	w->ring = aligned_alloc(64, bytes);
-	w->bufs = aligned_alloc(4096, (size_t)o->qd * o->bs);
+	w->bufs = aligned_alloc(4096, ((size_t)o->qd * o->bs + 4095) & ~(size_t)4095);
 	w->start_ns = calloc(o->qd, sizeof(*w->start_ns));
 	w->hist = calloc(HIST_US, sizeof(*w->hist));
 	if (!w->ring || !w->bufs || !w->start_ns || !w->hist)
