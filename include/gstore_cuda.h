@@ -201,74 +201,61 @@ static inline __device__ int gs_write_back_sync(struct gs_cam *q)
  * value reads as 0 and the error is kept in the array.
  */
 /*
- * The warp-level lookup: group leaders call gs_bam_get_try() round after
- * round, every active lane meeting at __any_sync() each round, until no
- * leader is told to retry.  A lane that fills (or evicts) a page therefore
- * always finishes inside its round, even while lanes of its own warp wait
- * for that page: no lane spins on another lane of its warp.
+ * The warp-level access: group leaders call gs_bam_get_try() round after
+ * round, every active lane meeting at __any_sync() each round, until every
+ * group is served.  A group whose leader got its line uses it and drops the
+ * reference within the same round, so no lane holds a line while it waits
+ * for others (a small cache cannot be pinned full by waiting warps), and a
+ * lane that fills or evicts a page finishes inside its round even while
+ * lanes of its own warp wait for that page: no lane spins on a lane of its
+ * warp.  @op(line_bytes) does the access.
  */
-static inline __device__ uint32_t gs_array_lookup(struct gs_bam *a, uint64_t page, int dirty,
-						  unsigned am, unsigned grp)
+template <typename F>
+static inline __device__ void gs_array_access(struct gs_bam *a, uint64_t byte, int dirty, F op)
 {
-	int lane = threadIdx.x & 31, leader = __ffs(grp) - 1;
-	uint32_t slot = GS_BAM_RETRY, ns = 32;
+	uint64_t page = byte >> a->line_shift;
+	uint32_t off = (uint32_t)(byte & ((1u << a->line_shift) - 1)), slot = GS_BAM_RETRY;
+	unsigned am = __activemask();
+	unsigned grp = __match_any_sync(am, page);
+	int lane = threadIdx.x & 31, leader = __ffs(grp) - 1, done = 0;
+	uint32_t ns = 32;
 
+	if (page >= a->npages)
+		gs_bam_fail(a, -GS_ERANGE);	/* every lane still takes part below */
 	for (;;) {
-		int again;
-
-		if (lane == leader && slot == GS_BAM_RETRY)
+		if (!done && lane == leader)
 			slot = page < a->npages ? gs_bam_get_try(a, page, dirty) : GS_BAM_NOSLOT;
-		again = lane == leader && slot == GS_BAM_RETRY;
-		if (!__any_sync(am, again))
+		uint32_t s = __shfl_sync(grp, slot, leader);
+
+		if (!done && s != GS_BAM_RETRY) {	/* the whole group is here */
+			if (s != GS_BAM_NOSLOT)
+				op(gs_bam_line(a, s) + off);
+			__syncwarp(grp);
+			if (lane == leader && s != GS_BAM_NOSLOT)
+				gs_bam_put(a, page);
+			done = 1;
+		}
+		if (!__any_sync(am, !done))
 			break;
-		if (again)
+		if (!done && lane == leader)
 			gs_d_backoff(&ns);
 	}
-	return __shfl_sync(grp, slot, leader);
+	__syncwarp(am);
 }
 
 template <typename T>
 static inline __device__ T gs_array_get(struct gs_bam *a, uint64_t i)
 {
-	uint64_t byte = i * sizeof(T), page = byte >> a->line_shift;
-	uint32_t off = (uint32_t)(byte & ((1u << a->line_shift) - 1)), slot;
-	unsigned am = __activemask();
-	unsigned grp = __match_any_sync(am, page);
-	int lane = threadIdx.x & 31, leader = __ffs(grp) - 1;
 	T v = 0;
 
-	/* out of range: an error, but every lane still takes part below */
-	if (page >= a->npages)
-		gs_bam_fail(a, -GS_ERANGE);
-	slot = gs_array_lookup(a, page, 0, am, grp);
-	if (slot != GS_BAM_NOSLOT)
-		v = *(const T *)(gs_bam_line(a, slot) + off);
-	__syncwarp(grp);
-	if (lane == leader && slot != GS_BAM_NOSLOT)
-		gs_bam_put(a, page);
-	/* leave together: the next call's groups are whole again */
-	__syncwarp(am);
+	gs_array_access(a, i * sizeof(T), 0, [&](char *p) { v = *(const T *)p; });
 	return v;
 }
 
 template <typename T>
 static inline __device__ void gs_array_set(struct gs_bam *a, uint64_t i, T v)
 {
-	uint64_t byte = i * sizeof(T), page = byte >> a->line_shift;
-	uint32_t off = (uint32_t)(byte & ((1u << a->line_shift) - 1)), slot;
-	unsigned am = __activemask();
-	unsigned grp = __match_any_sync(am, page);
-	int lane = threadIdx.x & 31, leader = __ffs(grp) - 1;
-
-	if (page >= a->npages)
-		gs_bam_fail(a, -GS_ERANGE);
-	slot = gs_array_lookup(a, page, 1, am, grp);
-	if (slot != GS_BAM_NOSLOT)
-		*(T *)(gs_bam_line(a, slot) + off) = v;
-	__syncwarp(grp);
-	if (lane == leader && slot != GS_BAM_NOSLOT)
-		gs_bam_put(a, page);
-	__syncwarp(am);
+	gs_array_access(a, i * sizeof(T), 1, [&](char *p) { *(T *)p = v; });
 }
 
 static inline __device__ uint64_t gs_array_get_u64(struct gs_bam *a, uint64_t i)
