@@ -63,6 +63,14 @@ static uint64_t rnd(uint64_t *s)
 	return *s >> 33;
 }
 
+/* aligned_alloc() wants a size that is a multiple of the alignment */
+static void *xalign(size_t align, size_t n)
+{
+	void *p;
+
+	return posix_memalign(&p, align, n) ? NULL : p;
+}
+
 static int open_dev(const char *path)
 {
 	int fd = open(path, O_RDWR);
@@ -133,7 +141,7 @@ static int cmd_basic(const char *dev)
 	CHECK(!gs_kmod_info(fd, &in) && in.qps_in_use >= 1, "qps_in_use");
 
 	/* user memory for data: MAP_USER */
-	list = aligned_alloc(4096, 4096 * 8);
+	list = xalign(4096, 4096 * 8);
 	CHECK(list, "alloc");
 	CHECK(!gs_kmap_user(fd, list, 4096 * 8, 0, &m), "MAP_USER: %s", strerror(errno));
 	pattern(list + 4096, 8192, 0, 42);
@@ -271,10 +279,10 @@ static int cmd_shared(const char *dev, int nthr, int nqps, uint32_t ios)
 	s.shift = in.ns[0].lba_shift;
 	CHECK((uint64_t)nthr * REGION * 2 <= in.ns[0].nlba << s.shift, "namespace too small");
 	s.base = (in.ns[0].nlba << s.shift) / 2;	/* upper half: pwrite uses the lower */
-	s.kqs = aligned_alloc(GS_CACHELINE, nqps * sizeof(*s.kqs));
+	s.kqs = xalign(GS_CACHELINE, nqps * sizeof(*s.kqs));
 	for (i = 0; i < nqps; i++)
 		CHECK(!gs_kq_create(fd, 32, &s.kqs[i]), "CREATE_QP %d", i);
-	s.mem = aligned_alloc(4096, memlen);
+	s.mem = xalign(4096, memlen);
 	CHECK(!gs_kmap_user(fd, s.mem, memlen, 0, &m), "MAP_USER");
 	s.m = &m;
 	for (i = 0; i < nthr; i++) {
@@ -339,7 +347,7 @@ static void *backend_thread(void *arg)
 	struct gs_bq *q;
 	enum { K = 8 };
 	struct gs_bio bio[K], *ios[K];
-	char *own = aligned_alloc(4096, 2 * K * 16384 + 64);
+	char *own = xalign(4096, 2 * K * 16384 + 64);
 	char *mem = b->regbuf ? b->regbuf : own + 4;	/* unregistered: unaligned, bounced */
 	uint64_t seed = 99 + b->id, region = (uint64_t)b->id * REGION;
 	uint32_t i;
@@ -392,7 +400,7 @@ static int cmd_backend(const char *dev, int nthr, uint32_t ios)
 	struct gs_bdev *bd;
 	struct bthr *b = calloc(nthr, sizeof(*b));
 	size_t reglen = (size_t)nthr * 2 * 8 * 16384;
-	char *reg = aligned_alloc(4096, reglen);
+	char *reg = xalign(4096, reglen);
 	int i, err = 0, ret;
 
 	ret = ops->open(&bd, &p);
@@ -429,7 +437,7 @@ struct qthr {
 static void *gsq_thread(void *arg)
 {
 	struct qthr *t = arg;
-	char *own = aligned_alloc(4096, 2 * MAXIO + 64);
+	char *own = xalign(4096, 2 * MAXIO + 64);
 	char *wb = t->reg ? t->reg : own + 8, *rb = wb + MAXIO;
 	uint64_t seed = 500 + t->id, region = (uint64_t)t->id * REGION;
 	uint32_t i;
@@ -457,7 +465,7 @@ static int cmd_gsq(const char *dev, int nthr, int pollers, uint32_t ios)
 	struct gs_q_params p = { .backend = "nvme", .path = dev, .queue_depth = 32,
 				 .min_pollers = pollers, .max_pollers = pollers };
 	size_t reglen = (size_t)nthr * 2 * MAXIO;
-	char *reg = aligned_alloc(4096, reglen);
+	char *reg = xalign(4096, reglen);
 	struct qthr *t = calloc(nthr, sizeof(*t));
 	struct gs_q_stats st;
 	struct gs_q *q;
@@ -500,10 +508,10 @@ static int cmd_hold(const char *dev)
 	s.nsid = in.ns[0].nsid;
 	s.shift = in.ns[0].lba_shift;
 	s.base = (in.ns[0].nlba << s.shift) / 2;
-	s.kqs = aligned_alloc(GS_CACHELINE, 2 * sizeof(*s.kqs));
+	s.kqs = xalign(GS_CACHELINE, 2 * sizeof(*s.kqs));
 	for (i = 0; i < 2; i++)
 		CHECK(!gs_kq_create(fd, 32, &s.kqs[i]), "CREATE_QP");
-	s.mem = aligned_alloc(4096, memlen);
+	s.mem = xalign(4096, memlen);
 	CHECK(!gs_kmap_user(fd, s.mem, memlen, 0, &m), "MAP_USER");
 	s.m = &m;
 	for (i = 0; i < 2; i++) {
@@ -525,7 +533,7 @@ static int cmd_pwrite(const char *dev, uint32_t kib, uint64_t seed)
 	struct gstore_info in;
 	struct gs_kq kq;
 	struct gs_kmap m;
-	char *mem = aligned_alloc(4096, 4096 + 65536);
+	char *mem = xalign(4096, 4096 + 65536);
 	uint64_t off;
 
 	CHECK(!gs_kmod_info(fd, &in), "INFO");
@@ -544,7 +552,7 @@ static int cmd_pwrite(const char *dev, uint32_t kib, uint64_t seed)
 static int cmd_pcheck(const char *blk, uint32_t kib, uint64_t seed)
 {
 	int fd = open(blk, O_RDONLY | O_DIRECT);
-	char *buf = aligned_alloc(4096, 65536), *want = malloc(65536);
+	char *buf = xalign(4096, 65536), *want = malloc(65536);
 	uint64_t off;
 
 	CHECK(fd >= 0, "open %s: %s", blk, strerror(errno));
@@ -563,7 +571,7 @@ static int cmd_ptcheck(const char *ng, uint32_t kib, uint64_t seed)
 {
 	const struct gs_backend_ops *ops = &gs_backend_uring_passthru;
 	struct gs_q_params p = { .backend = "uring-passthru", .path = ng };
-	char *buf = aligned_alloc(4096, 65536), *want = malloc(65536);
+	char *buf = xalign(4096, 65536), *want = malloc(65536);
 	struct gs_bio bio, *io = &bio, *done;
 	struct gs_q_geom g;
 	struct gs_bdev *bd;
@@ -613,7 +621,7 @@ static int cmd_fuzz(const char *dev, uint32_t iters)
 	int fd = open_dev(dev);
 	uint64_t seed = 5;
 	uint32_t i;
-	char *page = aligned_alloc(4096, 8192);
+	char *page = xalign(4096, 8192);
 	union {
 		struct gstore_dma_alloc a;
 		struct gstore_map_user mu;

@@ -59,7 +59,7 @@ static void env_start(struct env *e, int nqps, uint32_t nslots)
 	assert_int_equal(gs_swnvme_start(&e->c, &p), 0);
 	bar = gs_swnvme_bar(e->c);
 	e->nqps = nqps;
-	e->qs = aligned_alloc(GS_CACHELINE, nqps * sizeof(*e->qs));
+	assert_int_equal(posix_memalign((void **)&e->qs, GS_CACHELINE, nqps * sizeof(*e->qs)), 0);
 	for (i = 0; i < nqps; i++) {
 		struct tq *t = &e->qs[i];
 		uint32_t qsize = gs_nvmeq_qsize(nslots);
