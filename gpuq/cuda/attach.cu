@@ -1,0 +1,185 @@
+// SPDX-License-Identifier: MIT
+/*
+ * gs_cuda_attach(): a CUDA program on a running gstorefs.  The array file's
+ * extents come from the daemon (OPEN), the rings and regions are the
+ * daemon's memfds (RING), registered with cudaHostRegister so that kernels
+ * address them; the daemon's pollers serve them.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cuda_runtime.h>
+
+#include "gstore_cuda.h"
+#include "gpuq/attach.h"
+#include "gpuq/cuda/cuda_internal.cuh"
+
+struct att_conn {
+	struct gs_attach *a;
+	uint64_t ino;
+};
+
+/* The mount point holding @path (the topmost directory on its device) and
+ * the path below it, in @full (realpath'd; *rel points into it). */
+static int find_mount(const char *path, char *full, char *mnt, size_t size, const char **rel)
+{
+	struct stat st, up;
+	size_t m;
+
+	if (!realpath(path, full))
+		return -errno;
+	if (stat(full, &st) < 0)
+		return -errno;
+	if (strlen(full) >= size)
+		return -ENAMETOOLONG;
+	strcpy(mnt, full);
+	for (;;) {
+		char *slash = strrchr(mnt, '/');
+
+		if (!slash || slash == mnt)
+			break;
+		*slash = 0;
+		if (stat(mnt, &up) < 0 || up.st_dev != st.st_dev) {
+			*slash = '/';
+			break;
+		}
+	}
+	m = strlen(mnt);
+	*rel = full + m + (full[m] == '/' ? 1 : 0);
+	return 0;
+}
+
+static void ring_detach(struct gs_cring *r)
+{
+	struct gs_attach_ring *ar = (struct gs_attach_ring *)r->priv;
+
+	if (!ar)
+		return;
+	cudaHostUnregister(ar->map);
+	gs_attach_ring_unmap(ar);
+	free(ar);
+	r->priv = NULL;
+}
+
+static int attach_ring(struct gs_cuda *c, struct gs_cring *r, const struct gs_cuda_params *p,
+		       uint32_t sq, uint32_t cam_ncw, uint32_t sink_n, size_t buf_bytes)
+{
+	struct att_conn *ac = (struct att_conn *)c->conn;
+	struct gs_attach_ring *ar = (struct gs_attach_ring *)calloc(1, sizeof(*ar));
+	uint32_t cq = 1;
+	int ret;
+
+	if (!ar)
+		return -ENOMEM;
+	while (cq < cam_ncw + sink_n)
+		cq <<= 1;
+	memset(r, 0, sizeof(*r));
+	ret = gs_attach_ring(ac->a, sq, cq, 0, buf_bytes, GS_RING_POLLED, ar);
+	if (ret) {
+		free(ar);
+		return ret;
+	}
+	r->priv = ar;
+	r->detach = ring_detach;
+	ret = gs_cuda_err(cudaHostRegister(ar->map, ar->map_len, cudaHostRegisterMapped |
+					   cudaHostRegisterPortable), "cudaHostRegister ring");
+	if (ret) {
+		gs_attach_ring_unmap(ar);
+		free(ar);
+		r->priv = NULL;
+		return ret;
+	}
+	r->ring = ar->ring;
+	r->ring_bytes = ar->map_len - ar->buf_len;
+	r->buf = (char *)ar->buf;
+	r->buf_len = ar->buf_len;
+	ret = gs_cring_setup_dev(r, p, cam_ncw, sink_n, c->p.nblocks);
+	if (ret)
+		gs_cring_destroy(r);
+	return ret;
+}
+
+static void conn_detach(struct gs_cuda *c)
+{
+	struct att_conn *ac = (struct att_conn *)c->conn;
+
+	if (!ac)
+		return;
+	gs_attach_sync(ac->a, ac->ino);	/* our writes: the daemon drops stale lines */
+	gs_attach_close(ac->a);
+	free(ac);
+	c->conn = NULL;
+}
+
+int gs_cuda_attach(struct gs_cuda **cp, const char *path, const struct gs_cuda_params *params)
+{
+	struct gs_cuda_params p = params ? *params : gs_cuda_params{};
+	char full[PATH_MAX], mnt[PATH_MAX], sock[PATH_MAX];
+	struct gs_attach_obj obj;
+	struct att_conn *ac;
+	struct gs_cuda *c;
+	const char *rel;
+	int ret;
+
+	if (!cp || !path || p.ext)
+		return -EINVAL;
+	ret = find_mount(path, full, mnt, sizeof(mnt), &rel);
+	if (!ret)
+		ret = gs_attach_sock_path(mnt, sock, sizeof(sock));
+	if (ret)
+		return ret;
+	ac = (struct att_conn *)calloc(1, sizeof(*ac));
+	c = (struct gs_cuda *)calloc(1, sizeof(*c));
+	if (!ac || !c) {
+		ret = -ENOMEM;
+		goto free_c;
+	}
+	ret = gs_attach_connect(&ac->a, sock);
+	if (ret)
+		goto free_c;
+	if (!p.block_size)
+		p.block_size = 4096;
+	ret = gs_attach_open(ac->a, rel, p.block_size, &obj);
+	if (ret)
+		goto close_conn;
+	ac->ino = obj.ino;
+	if (!obj.next) {	/* empty, or all holes: nothing to address */
+		ret = -ENODATA;
+		goto free_ext;
+	}
+	/* struct gs_att_ext and struct gs_cam_ext have one layout */
+	p.ext = (const struct gs_cam_ext *)obj.ext;
+	p.next = obj.next;
+	p.nblocks = obj.nblocks;
+	ret = gs_cuda_params_fix(&p, 0);
+	if (ret)
+		goto free_ext;
+	ret = gs_cuda_err(cudaSetDevice(p.device), "cudaSetDevice");
+	if (ret)
+		goto free_ext;
+	c->p = p;
+	c->ext = (struct gs_cam_ext *)obj.ext;	/* ours now */
+	c->p.ext = NULL;
+	c->conn = ac;
+	c->attach_ring = attach_ring;
+	c->detach = conn_detach;
+	ret = attach_ring(c, &c->cr, &p, p.sq_entries, p.ncw, 0, p.buf_bytes);
+	if (ret) {
+		c->cr.detach = NULL;
+		gs_cuda_close(c);
+		return ret;
+	}
+	*cp = c;
+	return 0;
+free_ext:
+	free(obj.ext);
+close_conn:
+	gs_attach_close(ac->a);
+free_c:
+	free(ac);
+	free(c);
+	return ret;
+}
