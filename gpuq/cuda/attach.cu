@@ -121,7 +121,7 @@ int gs_cuda_attach(struct gs_cuda **cp, const char *path, const struct gs_cuda_p
 	struct gs_attach_obj obj;
 	struct att_conn *ac;
 	struct gs_cuda *c;
-	const char *rel;
+	const char *rel = NULL;
 	int ret;
 
 	if (!cp || !path || p.ext)
