@@ -177,7 +177,8 @@ struct fextlist {
 struct journal {
 	uint64_t start, nblocks;	/* ring location on the device */
 	uint64_t head, tail;		/* ring indexes: next write, oldest live */
-	uint64_t seq;			/* sequence of the next transaction written */
+	uint64_t seq;			/* sequence of the running transaction */
+	uint64_t wseq;			/* sequence of the next transaction written to the ring */
 	uint64_t tail_seq;
 	uint64_t used;			/* blocks between tail and head */
 

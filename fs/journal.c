@@ -303,6 +303,7 @@ int jnl_init(struct gs_fs *fs)
 	j->seq = j->tail_seq = ld64(fs->sb.j_seq);
 	if (!j->seq)
 		j->seq = j->tail_seq = 1;
+	j->wseq = j->seq;
 	j->used = 0;
 	/* An op may add up to all bitmap blocks; keep room for that. */
 	j->tx_max = j->nblocks / 4;
@@ -379,8 +380,10 @@ static int checkpoint_locked(struct gs_fs *fs)
 	if (ret < 0)
 		return fs_fail(fs, ret, "checkpoint flush");
 	pthread_mutex_lock(&fs->ns);
+	/* from do_commit the staged transaction (wseq) is not in the ring yet:
+	 * it will be the first one after the new tail */
 	j->tail = j->head;
-	j->tail_seq = j->seq;
+	j->tail_seq = j->wseq;
 	j->used = 0;
 	fs->sb.j_tail = st64(j->tail);
 	fs->sb.j_seq = st64(j->tail_seq);
@@ -572,6 +575,7 @@ static int do_commit(struct gs_fs *fs, bool flush_data)
 		goto out;
 	}
 	j->head = (j->head + total) % j->nblocks;
+	j->wseq = tid + 1;
 	j->used += total;
 	j->logged += n;
 	j->commits++;
@@ -965,7 +969,7 @@ int jnl_replay(struct gs_fs *fs, uint64_t *replayed)
 	if (ret < 0)
 		goto out;
 	j->tail = j->head = end;
-	j->tail_seq = j->seq = seq;
+	j->tail_seq = j->seq = j->wseq = seq;
 	j->used = 0;
 	fs->sb.j_tail = st64(end);
 	fs->sb.j_seq = st64(seq);

@@ -26,7 +26,7 @@ static bool strict;	/* dead=eio: acks after the cut are impossible */
 
 static uint64_t fsize(int cycle, uint32_t i)
 {
-	return ((uint64_t)cycle * 7919 + i * 104729) % (200u << 10) + 1;
+	return ((uint64_t)cycle * 7919 + i * 104729) % (64u << 10) + 1;
 }
 
 static void fsck_print(void *arg, const char *line)
@@ -49,7 +49,7 @@ static uint32_t workload(struct gs_fs *fs, uint64_t dir, int cycle, struct model
 	uint32_t acks = 0;
 
 	m->inflight_create = m->inflight_unlink = -1;
-	for (uint32_t i = 0; i < MAXF; i++) {
+	for (uint32_t i = 0; i < (strict ? MAXF : 120); i++) {
 		struct gs_stat st;
 		uint64_t size = fsize(cycle, i);
 
