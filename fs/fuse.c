@@ -722,22 +722,38 @@ static void fs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 
 struct dir_fill {
 	fuse_req_t req;
+	struct gs_fuse *gf;
+	int plus;		/* readdirplus: attributes with the names */
 	char *buf;
 	size_t size, used;
 	int full;
 };
 
+/* One entry.  With readdirplus, @gs (a real object) comes with attributes,
+ * which the kernel counts as a lookup; others go without (entry ino 0). */
 static int add_entry(struct dir_fill *d, const char *name, mode_t mode, uint64_t ino,
-		     uint64_t next)
+		     uint64_t next, const struct gs_stat *gs)
 {
-	struct stat st = { .st_ino = ino, .st_mode = mode };
-	size_t need = fuse_add_direntry(d->req, NULL, 0, name, NULL, 0);
+	struct fuse_entry_param e = { .attr = { .st_ino = ino, .st_mode = mode } };
+	size_t need;
 
+	if (!d->plus)
+		need = fuse_add_direntry(d->req, NULL, 0, name, NULL, 0);
+	else
+		need = fuse_add_direntry_plus(d->req, NULL, 0, name, NULL, 0);
 	if (d->used + need > d->size) {
 		d->full = 1;
 		return 1;
 	}
-	fuse_add_direntry(d->req, d->buf + d->used, d->size - d->used, name, &st, (off_t)next);
+	if (!d->plus) {
+		fuse_add_direntry(d->req, d->buf + d->used, d->size - d->used, name, &e.attr,
+				  (off_t)next);
+	} else {
+		if (gs)
+			entry_from(d->gf, &e, gs);
+		fuse_add_direntry_plus(d->req, d->buf + d->used, d->size - d->used, name, &e,
+				       (off_t)next);
+	}
 	d->used += need;
 	return 0;
 }
@@ -749,7 +765,7 @@ static int fill_real(void *arg, const char *name, const struct gs_stat *st, uint
 {
 	if (st->type == GS_T_INTERNAL)
 		return 0;
-	return add_entry(arg, name, type_bits(st->type), st->ino, next + DIR_OFF_FS);
+	return add_entry(arg, name, type_bits(st->type), st->ino, next + DIR_OFF_FS, st);
 }
 
 struct vdir_fill {
@@ -761,14 +777,16 @@ static int fill_virt(void *arg, const char *name, uint32_t mode, uint64_t next)
 {
 	struct vdir_fill *v = arg;
 
-	return add_entry(&v->d, name, mode, gs_vreg_ino_hint(v->ino, name), next + DIR_OFF_FS);
+	return add_entry(&v->d, name, mode, gs_vreg_ino_hint(v->ino, name), next + DIR_OFF_FS,
+			 NULL);
 }
 
-static void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		       struct fuse_file_info *fi)
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, int plus)
 {
 	struct gs_fuse *gf = req_gf(req);
-	struct vdir_fill v = { .d = { .req = req, .size = size }, .ino = ino };
+	struct vdir_fill v = {
+		.d = { .req = req, .gf = gf, .plus = plus, .size = size }, .ino = ino
+	};
 	struct dir_fill *d = &v.d;
 	struct gs_vnode *vn = NULL;
 	const struct gs_vops *ops = NULL;
@@ -798,12 +816,12 @@ static void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	d->buf = malloc(size ? size : 1);
 	if (!d->buf)
 		return reply_status(req, -ENOMEM);
-	if (off < 1 && add_entry(d, ".", S_IFDIR, ino, 1))
+	if (off < 1 && add_entry(d, ".", S_IFDIR, ino, 1, NULL))
 		goto reply;
-	if (off < 2 && add_entry(d, "..", S_IFDIR, parent, 2))
+	if (off < 2 && add_entry(d, "..", S_IFDIR, parent, 2, NULL))
 		goto reply;
 	if (off < 3 && ino == GS_ROOT_INO &&
-	    add_entry(d, GS_META_NAME, S_IFDIR, GS_VINO_META, DIR_OFF_FS))
+	    add_entry(d, GS_META_NAME, S_IFDIR, GS_VINO_META, DIR_OFF_FS, NULL))
 		goto reply;
 	off = off < DIR_OFF_FS ? 0 : off - DIR_OFF_FS;
 	if (vn) {
@@ -825,6 +843,19 @@ static void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 reply:
 	fuse_reply_buf(req, d->buf, d->used);
 	free(d->buf);
+}
+
+static void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	do_readdir(req, ino, size, off, 0);
+}
+
+/* `ls -l` in one round trip per buffer instead of a lookup per name. */
+static void fs_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			   struct fuse_file_info *fi)
+{
+	do_readdir(req, ino, size, off, 1);
 }
 
 static void fs_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
@@ -1030,6 +1061,7 @@ static const struct fuse_lowlevel_ops gs_fuse_ops = {
 	.fsync = fs_fsync,
 	.fallocate = fs_fallocate,
 	.readdir = fs_readdir,
+	.readdirplus = fs_readdirplus,
 	.fsyncdir = fs_fsyncdir,
 	.statfs = fs_statfs,
 	.setxattr = fs_setxattr,
