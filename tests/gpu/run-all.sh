@@ -41,7 +41,7 @@ if ! make -C tests/gpu -j"$(nproc)" >"$OUT/build.log" 2>&1; then
 fi
 echo "build: $(( $(date +%s) - T0 )) s"
 # the core's own I/O benchmark (bin/gstore-bench, top-level build) in the background
-( make -j"$(nproc)" build/bin/gstore-bench >"$OUT/build-top.log" 2>&1 ) &
+( mkdir -p build/bin && make -j"$(nproc)" build/bin/gstore-bench >"$OUT/build-top.log" 2>&1 ) &
 topbuild=$!
 $B/mkimage "$GS_GPU_IMAGE" "${GS_GPU_GIB:-4}" || exit 1
 
