@@ -92,6 +92,7 @@ $(B)/o/%.o: %.c
 
 define prog_dir_rule
 $(B)/bin/$(1): $(patsubst %.c,$(B)/o/%.o,$(wildcard bin/$(1)/*.c)) $(LIB)
+	@mkdir -p $$(@D)
 	$$(CC) $$(LDFLAGS) -o $$@ $$(filter %.o,$$^) $(LIB) $$(LDLIBS)
 endef
 $(foreach p,$(PROG_DIRS),$(eval $(call prog_dir_rule,$(p))))
