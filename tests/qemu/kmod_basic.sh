@@ -4,7 +4,8 @@
 # gstore_nvme.ko in a QEMU guest (TCG, emulated NVMe): loads, binds only when
 # told to, INFO, queue pairs, write-then-read-verify through nvmeq.h with 1, 4
 # and 16 threads sharing 1, 2 and 4 queue pairs, through the "nvme" backend
-# and through the I/O core (gs_q, 4 pollers, 16 threads); bad-ioctl fuzz; no WARNING/BUG in dmesg (panic_on_warn=1).
+# and through the I/O core (gs_q, 4 pollers, 16 threads); bad-ioctl fuzz;
+# 8 threads racing ioctls/mmaps/munmaps on one file; no WARNING/BUG in dmesg (panic_on_warn=1).
 set -u
 . "$(dirname "$0")/lib.bash"
 qemu_setup
@@ -27,6 +28,7 @@ else
 	echo "skip: gsq (no libgstore.a when the guest programs were built)"
 fi
 gsnvme fuzz /dev/gstore-nvme0 3000 || exit 1
+gsnvme stress /dev/gstore-nvme0 8 5 || exit 1
 gsnvme info | grep -q 'qps 0/' || fail "queue pairs left behind"
 gs_unbind "$B" || fail "unbind"
 echo "ok unbind"

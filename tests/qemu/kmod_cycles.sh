@@ -42,6 +42,18 @@ while [ $i -lt ${CYCLES:-100} ]; do
 	i=$((i + 1))
 done
 echo "ok cycles $i"
+# device removal while 8 threads are inside ioctls, mmaps and munmaps
+for r in 1 2 3 4 5; do
+	gs_bind "$B" || fail "stress $r: bind"
+	gsnvme stress /dev/gstore-nvme0 8 30 >/tmp/stress.log 2>&1 &
+	p=$!
+	while ! grep -q running /tmp/stress.log; do usleep 10000; done
+	usleep $((r * 150000))
+	echo "$B" >/sys/bus/pci/drivers/gstore_nvme/unbind || fail "stress $r: unbind"
+	kill -9 $p 2>/dev/null
+	wait $p 2>/dev/null
+done
+echo "ok removal under ioctl stress"
 gs_bind "$B" || fail "bind"
 gsnvme info | grep -q 'qps 0/' || fail "queue pairs left behind"
 gsnvme pwrite /dev/gstore-nvme0 8192 77 || exit 1

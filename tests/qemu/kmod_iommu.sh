@@ -16,6 +16,7 @@ grep -q 'flags 0x2' /tmp/info || fail "INFO does not report IOMMU translation"
 gsnvme basic || exit 1
 gsnvme shared /dev/gstore-nvme0 4 2 60 || exit 1
 gsnvme backend /dev/gstore-nvme0 4 60 || exit 1
+gsnvme stress /dev/gstore-nvme0 4 3 || exit 1
 for i in 1 2 3 4 5; do
 	gsnvme hold /dev/gstore-nvme0 >/tmp/hold.log 2>&1 &
 	p=$!

@@ -15,6 +15,8 @@
  *   gsnvme pcheck BLKDEV KIB SEED         check it through the kernel driver
  *   gsnvme ptcheck NGDEV KIB SEED         check it through the "uring-passthru" backend
  *   gsnvme fuzz DEV ITERS                 bad ioctls and mmaps
+ *   gsnvme stress DEV THREADS SECS        valid-ish ioctls, mmaps and munmaps from many
+ *                                         threads on one file, racing each other
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -702,6 +704,127 @@ static int cmd_fuzz(const char *dev, uint32_t iters)
 	return 0;
 }
 
+/* ---- many threads on one file: allocate, map, create, delete, unmap ---- */
+
+struct stress {
+	int fd;
+	volatile int stop;
+	volatile uint32_t handles[64];	/* shared pool: any thread may unmap any of them */
+	volatile uint32_t qids[16];
+	uint64_t ops, oks;
+};
+
+struct sthr {
+	struct stress *s;
+	int id;
+	pthread_t th;
+};
+
+static void *stress_thread(void *arg)
+{
+	struct sthr *t = arg;
+	struct stress *s = t->s;
+	uint64_t seed = 77 + t->id, ops = 0, oks = 0;
+	size_t ulen = 16 * 4096;
+	char *umem = NULL;
+	uint64_t *bus = calloc(ulen / 4096, 8);
+
+	while (!s->stop) {
+		uint32_t k = rnd(&seed) % 8, h = s->handles[rnd(&seed) % 64];
+		int ret = -1;
+
+		if (k == 0) {
+			struct gstore_dma_alloc a = { .size = 4096 << (rnd(&seed) % 5) };
+
+			ret = ioctl(s->fd, GSTORE_IOC_DMA_ALLOC, &a);
+			if (!ret) {
+				char *p = mmap(NULL, a.size, PROT_READ | PROT_WRITE, MAP_SHARED,
+					       s->fd, a.mmap_off);
+
+				if (p != MAP_FAILED) {
+					memset(p, t->id, a.size);
+					if (rnd(&seed) % 2)
+						munmap(p, a.size);	/* else: kept until exit */
+				}
+				s->handles[rnd(&seed) % 64] = a.handle;
+			}
+		} else if (k == 1) {
+			struct gstore_map_user m = { .len = ulen, .bus_addrs = (uintptr_t)bus };
+
+			if (!umem)
+				umem = mmap(NULL, ulen, PROT_READ | PROT_WRITE,
+					    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+			m.addr = (uintptr_t)umem;
+			ret = ioctl(s->fd, GSTORE_IOC_MAP_USER, &m);
+			if (!ret)
+				s->handles[rnd(&seed) % 64] = m.handle;
+			if (rnd(&seed) % 3 == 0) {	/* pinned memory goes away under us */
+				munmap(umem, ulen);
+				umem = NULL;
+			}
+		} else if (k == 2) {
+			struct gstore_unmap u = { .handle = h };
+
+			ret = ioctl(s->fd, GSTORE_IOC_UNMAP, &u);
+		} else if (k == 3 || k == 4) {
+			struct gstore_create_qp c = { .sq_handle = h, .cq_handle = h,
+						      .sq_off = 0, .cq_off = 4096 * (rnd(&seed) % 4),
+						      .depth = 2 + rnd(&seed) % 63 };
+
+			ret = ioctl(s->fd, GSTORE_IOC_CREATE_QP, &c);
+			if (!ret) {
+				void *db = mmap(NULL, c.db_mmap_len, PROT_READ | PROT_WRITE,
+						MAP_SHARED, s->fd, c.db_mmap_off);
+
+				if (db != MAP_FAILED)
+					munmap(db, c.db_mmap_len);
+				s->qids[rnd(&seed) % 16] = c.qid;
+			}
+		} else if (k == 5) {
+			struct gstore_delete_qp d = { .qid = s->qids[rnd(&seed) % 16] };
+
+			ret = ioctl(s->fd, GSTORE_IOC_DELETE_QP, &d);
+		} else if (k == 6) {
+			struct gstore_info in;
+
+			ret = ioctl(s->fd, GSTORE_IOC_INFO, &in);
+		} else {
+			void *p = mmap(NULL, 4096, PROT_READ, MAP_SHARED, s->fd, (off_t)h << 32);
+
+			ret = p == MAP_FAILED;
+			if (!ret)
+				munmap(p, 4096);
+		}
+		ops++;
+		oks += !ret;
+	}
+	__atomic_fetch_add(&s->ops, ops, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&s->oks, oks, __ATOMIC_RELAXED);
+	free(bus);
+	return NULL;
+}
+
+static int cmd_stress(const char *dev, int nthr, int secs)
+{
+	struct stress s = { .fd = open_dev(dev) };
+	struct sthr *t = calloc(nthr, sizeof(*t));
+	int i;
+
+	for (i = 0; i < nthr; i++) {
+		t[i] = (struct sthr){ .s = &s, .id = i };
+		pthread_create(&t[i].th, NULL, stress_thread, &t[i]);
+	}
+	printf("stress: running\n");
+	sleep(secs);
+	s.stop = 1;
+	for (i = 0; i < nthr; i++)
+		pthread_join(t[i].th, NULL);
+	close(s.fd);
+	printf("ok stress threads=%d ops=%llu succeeded=%llu\n", nthr,
+	       (unsigned long long)s.ops, (unsigned long long)s.oks);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *c = argc > 1 ? argv[1] : "";
@@ -737,6 +860,8 @@ int main(int argc, char **argv)
 		ret = cmd_pcheck(dev, atoi(argv[3]), strtoull(argv[4], NULL, 0));
 	else if (!strcmp(c, "ptcheck") && argc == 5)
 		ret = cmd_ptcheck(dev, atoi(argv[3]), strtoull(argv[4], NULL, 0));
+	else if (!strcmp(c, "stress") && argc == 5)
+		ret = cmd_stress(dev, atoi(argv[3]), atoi(argv[4]));
 	else if (!strcmp(c, "fuzz") && argc == 4)
 		ret = cmd_fuzz(dev, atoi(argv[3]));
 	else {
