@@ -195,6 +195,17 @@ static int obj_setxattr(struct obj *o, const char *name, const char *val)
 	return gs_fs_setxattr(o->t->fs, o->ino, name, val, strlen(val), 0);
 }
 
+static int obj_removexattr(struct obj *o, const char *name)
+{
+	int ret;
+
+	if (o->fd >= 0)
+		ret = fremovexattr(o->fd, name) < 0 ? -errno : 0;
+	else
+		ret = gs_fs_removexattr(o->t->fs, o->ino, name);
+	return ret == -ENODATA ? 0 : ret;
+}
+
 /* NUL-terminated value into @buf; -ENODATA if absent. */
 static int obj_getxattr(struct obj *o, const char *name, char *buf, size_t size)
 {
@@ -449,7 +460,12 @@ int cmd_import(int argc, char **argv)
 			ret == -EEXIST ? " (use --force to replace it)" : "");
 		goto close_target;
 	}
-	ret = copy_in(fd, hdr, (uint64_t)st.st_size - hdr, &o, a.file);
+	/* A replaced array must not keep the old type and shape. */
+	if (a.force && ((ret = obj_removexattr(&o, XA_DTYPE)) < 0 ||
+			(ret = obj_removexattr(&o, XA_SHAPE)) < 0))
+		gs_fail(1, "clear the old xattrs: %s", strerror(-ret));
+	else
+		ret = copy_in(fd, hdr, (uint64_t)st.st_size - hdr, &o, a.file);
 	if (!ret && dtype_s[0] && (ret = obj_setxattr(&o, XA_DTYPE, dtype_s)) < 0)
 		gs_fail(1, "set %s: %s", XA_DTYPE, strerror(-ret));
 	if (!ret && shape_s[0] && (ret = obj_setxattr(&o, XA_SHAPE, shape_s)) < 0)

@@ -58,6 +58,11 @@ status 0 "$G" import array b "$T/raw.bin" --image "$IMG"
 status 1 "$G" import array m "$T/m.npy" --image "$IMG"
 grep -q exists "$T/out" || fail "import over an existing array: $(cat "$T/out")"
 status 0 "$G" import array m "$T/m.npy" --image "$IMG" --force
+status 0 "$G" import array z "$T/m.npy" --image "$IMG"
+status 0 "$G" import array z "$T/raw.bin" --image "$IMG" --force	# raw: the old type goes
+status 0 "$G" export array z "$T/z.npy" --npy --image "$IMG"
+[[ $($PY -c "import numpy as np,sys; a=np.load(sys.argv[1]); print(a.dtype, a.shape)" \
+	"$T/z.npy") == "uint8 (2000,)" ]] || fail "a replaced array kept its old dtype/shape"
 status 1 "$G" import array f "$T/f.npy" --image "$IMG"
 head -c 1000 "$T/v.npy" >"$T/trunc.npy"
 status 1 "$G" import array t "$T/trunc.npy" --image "$IMG"
@@ -87,7 +92,7 @@ ok "import/export on an image"
 # ---- through a mount
 gs_mount
 A=$MNT/arrays
-[[ $(ls "$A" | sort | tr '\n' ' ') == "b m r v " ]] || fail "arrays: $(ls "$A")"
+[[ $(ls "$A" | sort | tr '\n' ' ') == "b m r v z " ]] || fail "arrays: $(ls "$A")"
 $PY - "$A" <<'PYEOF' || fail "numpy through the mount"
 import numpy as np, os, sys
 a = sys.argv[1]
