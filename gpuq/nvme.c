@@ -517,8 +517,8 @@ static int submit_one(struct gs_bq *q, struct gs_bio *io)
 	gs_nvme_rw(&c, opc, bd->nsid, slba, len >> bd->lba_shift, prp1, prp2);
 submit:
 	q->slot_bio[slot] = io;
-	/* we are this queue's only submitter and inflight < nslots: never busy */
-	if (gs_nvmeq_try_submit(&q->kq.q, &c, &tk))
+	/* the only submitter: written now, published by nvme_submit() */
+	if (gs_nvmeq_try_queue(&q->kq.q, &c, &tk))
 		return -EAGAIN;
 	q->inflight++;
 	return 0;
@@ -536,40 +536,48 @@ static int nvme_submit(struct gs_bq *q, struct gs_bio **ios, unsigned int n)
 		if (ret)
 			reject(q, ios[i], ret);
 	}
+	gs_nvmeq_publish(&q->kq.q);	/* one doorbell write for the batch */
 	return i;
 }
 
 static int nvme_reap(struct gs_bq *q, struct gs_bio **done, int64_t *res, unsigned int max)
 {
-	struct gs_nvme_cqe e;
+	struct gs_nvme_cqe e[32];
+	uint32_t slot[32];
 	unsigned int n = 0;
-	uint32_t slot;
+	int got, k;
 
 	while (q->nerr && n < max) {
 		q->nerr--;
 		done[n] = q->err[q->nerr];
 		res[n++] = q->err_res[q->nerr];
 	}
-	while (n < max && gs_nvmeq_reap(&q->kq.q, &e, &slot)) {
-		struct gs_bio *io = q->slot_bio[slot];
-		int err = gs_nvme_status_errno(e.status >> 1);
+	/* a batch at a time: one CQ head doorbell write per batch */
+	while (n < max) {
+		got = gs_nvmeq_reap_many(&q->kq.q, e, slot, max - n < 32 ? max - n : 32);
+		for (k = 0; k < got; k++) {
+			struct gs_bio *io = q->slot_bio[slot[k]];
+			int err = gs_nvme_status_errno(e[k].status >> 1);
 
-		q->slot_bio[slot] = NULL;
-		q->inflight--;
-		if (!io)
-			continue;	/* cannot happen: a completion for a free slot */
-		if (err) {
-			res[n] = err;
-		} else if (io->op == GS_OP_FLUSH) {
-			res[n] = 0;
-		} else {
-			char *b = q->bounce + (size_t)slot * q->bd->max_io;
+			q->slot_bio[slot[k]] = NULL;
+			q->inflight--;
+			if (!io)
+				continue;	/* cannot happen: a completion for a free slot */
+			if (err) {
+				res[n] = err;
+			} else if (io->op == GS_OP_FLUSH) {
+				res[n] = 0;
+			} else {
+				char *b = q->bounce + (size_t)slot[k] * q->bd->max_io;
 
-			if (io->op == GS_OP_READ && q->slot_bounced[slot])
-				memcpy((char *)io->buf + io->done, b, io->len - io->done);
-			res[n] = io->len;
+				if (io->op == GS_OP_READ && q->slot_bounced[slot[k]])
+					memcpy((char *)io->buf + io->done, b, io->len - io->done);
+				res[n] = io->len;
+			}
+			done[n++] = io;
 		}
-		done[n++] = io;
+		if (got < 32)
+			break;
 	}
 	return n;
 }

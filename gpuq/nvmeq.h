@@ -35,7 +35,9 @@
  *
  * Two ways to complete, not to be mixed on one queue: gs_nvmeq_poll/wait
  * (each submitter waits for its own ticket; many threads) or gs_nvmeq_reap
- * (one consumer takes completions in CQ order; a poller thread).
+ * and gs_nvmeq_reap_many (one consumer takes completions in CQ order; a
+ * poller thread, which may also batch its submissions with
+ * gs_nvmeq_try_queue + gs_nvmeq_publish: one doorbell write per batch).
  *
  * All counters are 64-bit absolute indices: positions are index % qsize and
  * the expected phase of index i is 1 on even laps i / qsize, 0 on odd ones.
@@ -244,15 +246,23 @@ GS_HD void gs_nvmeq_move_tail(struct gs_nvmeq *q)
 	}
 }
 
-/* Write the command of ticket @t (its turn has come) and see it published. */
-GS_HD void gs_nvmeq_fill(struct gs_nvmeq *q, uint64_t t, const struct gs_nvme_cmd *c)
+/* Write the command of ticket @t (its turn has come) and mark it ready. */
+GS_HD uint32_t gs_nvmeq_write(struct gs_nvmeq *q, uint64_t t, const struct gs_nvme_cmd *c)
 {
-	uint32_t pos = (uint32_t)(t % q->qsize), spins = 0;
+	uint32_t pos = (uint32_t)(t % q->qsize);
 
 	q->sq[pos] = *c;
 	q->sq[pos].cid = (uint16_t)t;
 	/* release: the command is written before a mover can publish it */
 	gs_store_rel32(&q->sq_mark[pos], 1);
+	return pos;
+}
+
+/* Until SQ position @pos is published: try to be the thread that moves the tail. */
+GS_HD void gs_nvmeq_publish_pos(struct gs_nvmeq *q, uint32_t pos)
+{
+	uint32_t spins = 0;
+
 	while (gs_nvmeq_load_acq32(&q->sq_mark[pos])) {
 		if (gs_nvmeq_trylock(&q->sq_lock)) {
 			gs_nvmeq_move_tail(q);
@@ -261,6 +271,11 @@ GS_HD void gs_nvmeq_fill(struct gs_nvmeq *q, uint64_t t, const struct gs_nvme_cm
 		}
 		gs_nvmeq_relax(&spins);
 	}
+}
+
+GS_HD void gs_nvmeq_fill(struct gs_nvmeq *q, uint64_t t, const struct gs_nvme_cmd *c)
+{
+	gs_nvmeq_publish_pos(q, gs_nvmeq_write(q, t, c));
 }
 
 /*
@@ -295,6 +310,33 @@ GS_HD int gs_nvmeq_try_submit(struct gs_nvmeq *q, const struct gs_nvme_cmd *c, u
 	gs_nvmeq_fill(q, t, c);
 	*ticket = t;
 	return 0;
+}
+
+/*
+ * Batching for a single submitter (a poller): gs_nvmeq_try_queue() writes
+ * a command without publishing it; gs_nvmeq_publish() then publishes every
+ * queued command with one doorbell write.  Not to be mixed with other
+ * submitters on the same queue.
+ */
+GS_HD int gs_nvmeq_try_queue(struct gs_nvmeq *q, const struct gs_nvme_cmd *c, uint64_t *ticket)
+{
+	uint64_t t = q->ticket;
+
+	/* acquire: pairs with the completer's release of the slot */
+	if (gs_load_acq64(&q->turn[t & (q->nslots - 1)]) != t)
+		return -11;
+	gs_nvmeq_write(q, t, c);
+	gs_store_rel64(&q->ticket, t + 1);
+	*ticket = t;
+	return 0;
+}
+
+GS_HD void gs_nvmeq_publish(struct gs_nvmeq *q)
+{
+	uint64_t t = gs_load_rlx64(&q->ticket);
+
+	if (t != gs_load_acq64(&q->sq_tail))
+		gs_nvmeq_publish_pos(q, (uint32_t)((t - 1) % q->qsize));
 }
 
 /* ---- completion ---- */
@@ -403,6 +445,47 @@ GS_HD int gs_nvmeq_reap(struct gs_nvmeq *q, struct gs_nvme_cqe *out, uint32_t *s
 	/* release: only this consumer moves turns, so a plain add is enough */
 	gs_store_rel64(&q->turn[p], gs_load_rlx64(&q->turn[p]) + q->nslots);
 	return 1;
+}
+
+/*
+ * Single consumer, batched: take up to @max completions in CQ order and move
+ * the CQ head once for all of them.  Returns how many; out[i] and slot[i]
+ * as for gs_nvmeq_reap().
+ */
+GS_HD int gs_nvmeq_reap_many(struct gs_nvmeq *q, struct gs_nvme_cqe *out, uint32_t *slot,
+			     uint32_t max)
+{
+	uint64_t head = gs_load_acq64(&q->cq_head);
+	uint32_t n = 0, k, spins = 0;
+
+	while (n < max && n < q->nslots) {
+		struct gs_nvme_cqe *e = &q->cq[(head + n) % q->qsize];
+		uint32_t dw3 = gs_nvmeq_cqe_dw3(e);
+
+		if (((dw3 >> 16) & 1) != gs_nvmeq_phase(q, head + n))
+			break;
+		out[n] = *e;
+		out[n].cid = (uint16_t)dw3;
+		out[n].status = (uint16_t)(dw3 >> 16);
+		/* release: our copy is done before the head may pass the entry */
+		gs_store_rel32(&q->cq_mark[(head + n) % q->qsize], 1);
+		n++;
+	}
+	if (!n)
+		return 0;
+	while (!gs_nvmeq_trylock(&q->cq_lock))
+		gs_nvmeq_relax(&spins);
+	gs_nvmeq_move_head(q);
+	/* release: head, marks and sq_head before the next holder */
+	gs_store_rel64(&q->cq_lock, 0);
+	for (k = 0; k < n; k++) {
+		uint32_t p = out[k].cid & (q->nslots - 1);
+
+		slot[k] = p;
+		/* release: only this consumer moves turns */
+		gs_store_rel64(&q->turn[p], gs_load_rlx64(&q->turn[p]) + q->nslots);
+	}
+	return (int)n;
 }
 
 /* Is a completion posted at the head (a hint for waiting)? */

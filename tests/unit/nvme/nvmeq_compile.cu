@@ -15,8 +15,15 @@ __global__ void nvmeq_compile_kernel(struct gs_nvmeq *q, uint64_t slba, uint64_t
 	res[threadIdx.x] = gs_nvme_status_errno(gs_nvmeq_wait(q, t, &e));
 	if (!gs_nvmeq_try_submit(q, &c, &t))
 		res[threadIdx.x] += gs_nvmeq_poll(q, t, &e);
-	if (threadIdx.x == 0)
+	if (threadIdx.x == 0) {
+		struct gs_nvme_cqe many[4];
+		uint32_t slots[4];
+
 		res[0] += gs_nvmeq_reap(q, &e, &slot) + gs_nvmeq_ready(q);
+		if (!gs_nvmeq_try_queue(q, &c, &t))
+			gs_nvmeq_publish(q);
+		res[0] += gs_nvmeq_reap_many(q, many, slots, 4);
+	}
 }
 
 __global__ void nvmeq_init_kernel(struct gs_nvmeq *q, void *sq, void *cq, uint32_t *db, void *st)

@@ -2,7 +2,7 @@
 /*
  * gpuq/nvmeq.h (BaM queues) from CPU threads against the software NVMe
  * controller (gpuq/swnvme.h): many threads sharing queue pairs,
- * write-then-read-verify, the single-consumer reap mode, command ids
+ * write-then-read-verify, the single-consumer reap mode and batching, command ids
  * wrapping past 65536, tiny queues (every submitter waits for a slot).
  */
 #include <errno.h>
@@ -286,6 +286,51 @@ static void test_reap(void **state)
 	free(buf);
 }
 
+/* single submitter batching: queue several, one doorbell, reap in batches */
+static void test_batch(void **state)
+{
+	enum { N = 32, DEPTH = 12, TOTAL = 4000 };
+	struct env e;
+	char *buf = zalloc(N * 4096);
+	struct gs_nvme_cqe cqe[N];
+	uint32_t slot[N], seen[N] = { 0 }, inflight = 0;
+	uint64_t t, sub = 0, done = 0;
+	struct gs_nvme_cmd c;
+	struct gs_nvmeq *q;
+
+	env_start(&e, 1, N);
+	q = &e.qs[0].q;
+	assert_int_equal(gs_swnvme_map(e.c, (uintptr_t)buf, buf, N * 4096), 0);
+	while (done < TOTAL) {
+		int got;
+
+		while (sub < TOTAL && inflight < DEPTH) {
+			uint32_t s = sub % N;
+
+			gs_nvme_rw(&c, GS_NVME_CMD_READ, 1, s, 1, (uintptr_t)buf + s * 4096ull, 0);
+			if (gs_nvmeq_try_queue(q, &c, &t))
+				break;	/* the next ticket's slot is still busy */
+			assert_int_equal(t, sub);
+			sub++;
+			inflight++;
+		}
+		gs_nvmeq_publish(q);
+		assert_int_equal(q->sq_tail, sub);
+		got = gs_nvmeq_reap_many(q, cqe, slot, N);
+		for (int i = 0; i < got; i++) {
+			assert_int_equal(cqe[i].status >> 1, 0);
+			seen[slot[i]]++;
+		}
+		done += got;
+		inflight -= got;
+	}
+	for (int i = 0; i < N; i++)
+		assert_int_equal(seen[i], TOTAL / N + (i < TOTAL % N));
+	assert_int_equal(q->cq_head, TOTAL);
+	env_stop(&e);
+	free(buf);
+}
+
 static int setup(void **state)
 {
 	int fd = mkstemp(path);
@@ -312,6 +357,7 @@ int main(void)
 		cmocka_unit_test(test_tiny_queue),
 		cmocka_unit_test(test_cid_wrap),
 		cmocka_unit_test(test_reap),
+		cmocka_unit_test(test_batch),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
