@@ -79,7 +79,7 @@ EOF
 		"$(cat "$tmp/fio.res.$r")"
 done
 
-python3 - "$tmp" "$RUNS" <<'EOF'
+python3 - "$tmp" "$RUNS" "$((QD * THREADS))" <<'EOF'
 import statistics, sys
 d, runs = sys.argv[1], int(sys.argv[2])
 def load(kind):
@@ -95,6 +95,7 @@ for name, rows in (("gstore", gs), ("fio", fio)):
 	print("  %-6s %8.0f IOPS  p50 %7.1f us  p99 %8.1f us  p99.9 %8.1f us  CPU %.2f us/IO"
 	      % (name, med(rows, "iops"), med(rows, "lat_p50_us"), med(rows, "lat_p99_us"),
 		 med(rows, "lat_p999_us"), med(rows, "cpu_us_per_io")))
+print("  gstore kept %.1f of %s requests in the device on average" % (med(gs, "inflight"), sys.argv[3]))
 ri = med(gs, "iops") / med(fio, "iops")
 rc = med(gs, "cpu_us_per_io") / med(fio, "cpu_us_per_io")
 print("ratio gstore/fio: IOPS %.2fx (target >= 0.90)  CPU per I/O %.2fx (target <= 1.00)" % (ri, rc))

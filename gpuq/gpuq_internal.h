@@ -85,6 +85,7 @@ struct poller {
 		unsigned n;
 	} cqn[GS_POLLER_CQN];	/* rings that got cqes this round */
 	unsigned ncqn;
+	int refill;		/* woke a cq waiter this round: expect new requests */
 	uint32_t wcnt[2];	/* writes in flight per barrier parity */
 	uint8_t wpar;		/* parity new writes are counted in */
 	uint64_t bar_seen;	/* q->bar_req value of the last flip */

@@ -18,7 +18,9 @@
  * (completions will wake it anyway) and sleeps until a fraction of them is
  * ready, at most BATCH_US: one wake-up, one round of deliveries and one
  * futex wake per cq for many requests.  It leaves sleepers clear then, so
- * producers do not kick; their requests wait at most BATCH_US.
+ * producers do not kick; their requests wait at most BATCH_US.  Right after
+ * waking a producer blocked on its cq, though, the next sleep is a normal
+ * one (kicks welcome): that producer's refill comes within microseconds.
  *
  * Scaling (CAM's dynamic core adjustment).  Pollers [0, min_pollers) never
  * park.  A poller that finds its queue full while rings still hold requests
@@ -48,10 +50,16 @@
 #define POLL_MAX_US	2000
 #define RECHECK_US	50		/* sleep bound while a flush or cq post waits */
 /* busy: sleep until inflight / BATCH_DIV completions (<= BATCH_MAX) or BATCH_US */
+#ifndef BATCH_MIN	/* -D overrides: for experiments with gstore-bench */
 #define BATCH_MIN	16
-#define BATCH_DIV	8
+#endif
+#ifndef BATCH_DIV
+#define BATCH_DIV	16
+#endif
 #define BATCH_MAX	32
+#ifndef BATCH_US
 #define BATCH_US	200
+#endif
 
 #define STAT_ADD(p, f, v) \
 	__atomic_store_n(&(p)->st.f, __atomic_load_n(&(p)->st.f, __ATOMIC_RELAXED) + (v), \
@@ -87,18 +95,19 @@ static void rq_free(struct poller *p, struct preq *rq)
 	p->free = rq;
 }
 
-/* Tell CPU waiters on @r's cq that cqes arrived. */
-static void cq_notify(struct gs_ring *r)
+/* Tell CPU waiters on @r's cq that cqes arrived; 1 if someone was woken. */
+static int cq_notify(struct gs_ring *r)
 {
 	/*
 	 * seq_cst fence: our cqe pushes are ordered before the cq_waiters load;
 	 * a waiter increments cq_waiters (seq_cst) before re-checking the cq.
 	 */
 	gs_fence();
-	if (__atomic_load_n(&r->cq_waiters, __ATOMIC_RELAXED)) {
-		__atomic_fetch_add(&r->cq_futex, 1, __ATOMIC_RELEASE);
-		gs_futex_wake(&r->cq_futex, 1);
-	}
+	if (!__atomic_load_n(&r->cq_waiters, __ATOMIC_RELAXED))
+		return 0;
+	__atomic_fetch_add(&r->cq_futex, 1, __ATOMIC_RELEASE);
+	gs_futex_wake(&r->cq_futex, 1);
+	return 1;
 }
 
 /*
@@ -116,7 +125,7 @@ static void cq_note(struct poller *p, struct qring *qr)
 			return;
 		}
 	if (p->ncqn == GS_POLLER_CQN) {
-		cq_notify(qr->r);
+		p->refill |= cq_notify(qr->r);
 		/* release: our writes into the ring before gs_q_ring_del() frees it */
 		__atomic_fetch_sub(&qr->inflight, 1, __ATOMIC_RELEASE);
 		return;
@@ -131,7 +140,7 @@ static void cq_notify_all(struct poller *p)
 	unsigned i;
 
 	for (i = 0; i < p->ncqn; i++) {
-		cq_notify(p->cqn[i].qr->r);
+		p->refill |= cq_notify(p->cqn[i].qr->r);
 		/* release: as in cq_note() */
 		__atomic_fetch_sub(&p->cqn[i].qr->inflight, p->cqn[i].n, __ATOMIC_RELEASE);
 	}
@@ -648,8 +657,14 @@ static void poller_loop(struct poller *p)
 		barrier_step(p);
 		work = reap(p);
 		work += retry_overflow(p);
-		if (!stopping)
-			work += pop_round(p, rs);
+		if (!stopping) {
+			int popped = pop_round(p, rs);
+
+			/* the refill came (or someone else's work): batch again */
+			if (popped)
+				p->refill = 0;
+			work += popped;
+		}
 		work += issue_flushes(p);
 		work += submit(p);
 		cq_notify_all(p);
@@ -683,8 +698,13 @@ static void poller_loop(struct poller *p)
 			timeout = RECHECK_US;
 		if (p->idx >= q->min_pollers && timeout < 0)
 			timeout = (int64_t)(q->idle_ns - (now - idle_since)) / 1000 + 1;
+		/*
+		 * A producer we just woke will refill its slots within microseconds:
+		 * sleep so that its kick wakes us, or the refill would wait a whole
+		 * batch and the device would run with fewer requests in flight.
+		 */
 		nr = 1;
-		if (p->inflight >= BATCH_MIN && timeout != RECHECK_US) {
+		if (p->inflight >= BATCH_MIN && timeout != RECHECK_US && !p->refill) {
 			nr = p->inflight / BATCH_DIV;
 			if (nr > BATCH_MAX)
 				nr = BATCH_MAX;

@@ -266,7 +266,7 @@ int bench_io(int argc, char **argv)
 	struct gs_q_stats st0, st1;
 	struct worker *w;
 	struct gs_q *q;
-	uint64_t ios0 = 0, ios1 = 0, errors = 0, total = 0, *hist;
+	uint64_t ios0 = 0, ios1 = 0, errors = 0, total = 0, *hist, depth_sum = 0, nsamples = 0;
 	double t0, t1, c0, c1, secs, iops, cpu_io;
 	unsigned i, j;
 	int ret;
@@ -324,7 +324,15 @@ int bench_io(int argc, char **argv)
 	c0 = cpu_s();
 	__atomic_store_n(&phase, PH_MEASURE, __ATOMIC_RELAXED);
 
-	usleep((useconds_t)(o.runtime * 1e6));
+	/* sample the requests in the device: the queue depth it really sees */
+	while (now_ns() / 1e9 < t0 + o.runtime) {
+		struct gs_q_stats s;
+
+		usleep(1000);
+		gs_q_get_stats(q, &s);
+		depth_sum += s.inflight;
+		nsamples++;
+	}
 	for (i = 0; i < o.threads; i++)
 		ios1 += __atomic_load_n(&w[i].ios, __ATOMIC_RELAXED);
 	t1 = now_ns() / 1e9;
@@ -357,13 +365,16 @@ int bench_io(int argc, char **argv)
 	if (hist && total)
 		printf("  latency us: p50 %.1f  p99 %.1f  p99.9 %.1f\n", pct(hist, total, 50),
 		       pct(hist, total, 99), pct(hist, total, 99.9));
+	printf("  in the device: %.1f requests on average (of %u queued)\n",
+	       nsamples ? (double)depth_sum / nsamples : 0.0, o.qd * o.threads);
 	printf("  CPU %.2f us per I/O (%.0f%% of a core), %.2f submit calls and %.3f sleeps per I/O\n",
 	       cpu_io, 100.0 * (c1 - c0) / secs,
 	       (double)(st1.submits - st0.submits) / (ios1 - ios0),
 	       (double)(st1.sleeps - st0.sleeps) / (ios1 - ios0));
 	printf("RESULT iops=%.0f lat_p50_us=%.1f lat_p99_us=%.1f lat_p999_us=%.1f cpu_us_per_io=%.3f "
-	       "errors=%llu\n", iops, pct(hist, total, 50), pct(hist, total, 99),
-	       pct(hist, total, 99.9), cpu_io, (unsigned long long)errors);
+	       "inflight=%.1f errors=%llu\n", iops, pct(hist, total, 50), pct(hist, total, 99),
+	       pct(hist, total, 99.9), cpu_io, nsamples ? (double)depth_sum / nsamples : 0.0,
+	       (unsigned long long)errors);
 
 	for (i = 0; i < o.threads; i++) {
 		gs_q_ring_del(q, w[i].ring);
