@@ -71,7 +71,15 @@ gs_init() {
 	trap gs_cleanup EXIT
 	IMG=$T/img
 	MNT=$T/mnt
-	mkdir -p "$MNT"
+	mkdir -p "$MNT" "$T/bin"
+	# Private copies: a rebuild of the shared build tree while a long test
+	# runs must not pull the binaries out from under it.
+	cp "$GSTORE" "$GSTOREFS" "$FSOPS" "$T/bin/" || fail "copy the binaries"
+	GSTORE=$T/bin/gstore
+	GSTOREFS=$T/bin/gstorefs
+	FSOPS=$T/bin/fsops
+	ln -s gstore "$T/bin/mkfs.gstore"
+	ln -s gstore "$T/bin/fsck.gstore"
 	"$GSTORE" mkfs --size "$size" "$@" "$IMG" >/dev/null || fail "mkfs"
 	# O_DIRECT on the image needs a file system that has it (not old tmpfs)
 	if ! dd if=/dev/zero of="$T/odirect" bs=4096 count=1 oflag=direct status=none 2>/dev/null

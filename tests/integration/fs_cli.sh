@@ -22,7 +22,7 @@ status() {
 status 1 "$G" mkfs "$IMG"
 grep -q -- --force "$T/out" || fail "mkfs over an image does not mention --force"
 status 0 "$G" mkfs --force --size 512M "$IMG"
-status 0 "$GS_BUILD/bin/mkfs.gstore" --size 64M "$T/img2"
+status 0 "$T/bin/mkfs.gstore" --size 64M "$T/img2"
 [[ $(stat -c %s "$T/img2") == $((64 << 20)) ]] || fail "mkfs.gstore did not create the file"
 status 2 "$G" mkfs --size 12Q "$T/img3"
 status 2 "$G" mkfs --block-size 1000 "$T/img3"
@@ -32,7 +32,7 @@ ok mkfs
 
 # ---- fsck, stat
 status 0 "$G" fsck -n "$IMG"
-status 0 "$GS_BUILD/bin/fsck.gstore" -n -f "$T/img2"
+status 0 "$T/bin/fsck.gstore" -n -f "$T/img2"
 status 8 "$G" fsck -n "$T/nonexistent"
 dd if=/dev/urandom of="$T/junk" bs=1M count=8 status=none
 status 8 "$G" fsck -n "$T/junk"

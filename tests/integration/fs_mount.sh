@@ -6,7 +6,7 @@
 # timeout: 120
 . "$(dirname "$0")/../helpers/gsmount.sh"
 gs_init 256M
-export PATH=$GS_BUILD/bin:$PATH
+export PATH=$T/bin:$PATH
 
 # daemon mode: a bad image or mount point is a non-zero exit, not a silent one
 gstorefs "$T/nonexistent" "$MNT" 2>"$T/err" && fail "mounted a nonexistent image"
