@@ -8,7 +8,8 @@
  * sleeps in gs_ring_cq_wait(), then for every cqe it pops records the
  * latency and pushes a new read into the same buffer slot, and kicks the
  * pollers at most once per batch.  After --warmup seconds the measured
- * window starts: IOPS, latency percentiles (1 us buckets) and CPU time of
+ * window starts: IOPS, latency percentiles (1 us buckets to 10 ms, then
+ * 100 us), the average number of requests in the device, and CPU time of
  * the whole process (getrusage: producers + pollers + kernel) per I/O.
  */
 #include <errno.h>
@@ -25,7 +26,21 @@
 #include "bin/opts.h"
 #include "bench.h"
 
-#define HIST_US		200000		/* latency buckets: 1 us each, up to 200 ms */
+/* latency buckets: 1 us up to 10 ms, then 100 us up to 2 s (the last one: more) */
+#define HIST_FINE	10000
+#define HIST_US		(HIST_FINE + (2000000 - HIST_FINE) / 100)
+
+static uint32_t hist_bucket(uint64_t us)
+{
+	uint64_t b = us < HIST_FINE ? us : HIST_FINE + (us - HIST_FINE) / 100;
+
+	return b < HIST_US ? (uint32_t)b : HIST_US - 1;
+}
+
+static double hist_value(uint32_t b)
+{
+	return b < HIST_FINE ? b + 0.5 : HIST_FINE + (b - HIST_FINE) * 100.0 + 50;
+}
 
 enum { PH_WARMUP, PH_MEASURE, PH_STOP };
 
@@ -124,7 +139,7 @@ static void *worker_main(void *arg)
 					w->first_err = c.res;
 			}
 			if (ph == PH_MEASURE)
-				w->hist[us < HIST_US ? us : HIST_US - 1]++;
+				w->hist[hist_bucket(us)]++;
 			if (ph == PH_STOP)
 				inflight--;
 			else
@@ -178,9 +193,9 @@ static double pct(const uint64_t *h, uint64_t total, double p)
 	for (i = 0; i < HIST_US; i++) {
 		acc += h[i];
 		if (acc > want)
-			return i + 0.5;
+			return hist_value(i);
 	}
-	return HIST_US;
+	return hist_value(HIST_US - 1);
 }
 
 static void usage(FILE *f)
