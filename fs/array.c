@@ -448,7 +448,8 @@ static int load_node(struct gs_fs *fs, struct gs_inode *ip, uint64_t blk, uint16
 	nr = ld16(h->nr);
 	if (ld64(((struct gs_dblk *)mb->data)->owner) != ip->ino || ld16(h->depth) != depth ||
 	    !nr || nr > (depth ? idx_cap(fs) : leaf_cap(fs))) {
-		gs_err("gstore: inode %" PRIu64 ": extent node %" PRIu64 " is corrupt", ip->ino, blk);
+		gs_err("gstore: inode %" PRIu64 ": extent node %" PRIu64 " is corrupt", ip->ino,
+		       blk);
 		return -EUCLEAN;
 	}
 	if (!depth)
@@ -1021,7 +1022,7 @@ static void mark_data_dirty(struct gs_fs *fs, struct gs_inode *ip)
 	__atomic_store_n(&ip->data_dirty, w, __ATOMIC_RELEASE);
 }
 
-ssize_t gs_fs_write(struct gs_fs *fs, uint64_t ino, const void *buf, size_t len, uint64_t off)
+static ssize_t write_once(struct gs_fs *fs, uint64_t ino, const void *buf, size_t len, uint64_t off)
 {
 	struct gs_inode *ip;
 	struct segv s = {0};
@@ -1132,7 +1133,7 @@ int array_truncate(struct gs_fs *fs, struct gs_inode *ip, uint64_t size)
 	return 0;
 }
 
-int gs_fs_fallocate(struct gs_fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t len)
+static int fallocate_once(struct gs_fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t len)
 {
 	struct gs_inode *ip;
 	struct segv s = {0};
@@ -1236,8 +1237,8 @@ int gs_fs_bmap(struct gs_fs *fs, uint64_t ino, uint64_t off, uint64_t *dev_off, 
 	return ret;
 }
 
-int gs_fs_alloc_extent(struct gs_fs *fs, uint64_t ino, uint64_t off, uint64_t len,
-		       unsigned flags, uint64_t *dev_off)
+static int alloc_extent_once(struct gs_fs *fs, uint64_t ino, uint64_t off, uint64_t len,
+			     unsigned flags, uint64_t *dev_off)
 {
 	struct gs_inode *ip;
 	uint64_t end, b0, n, blk, got;
@@ -1307,5 +1308,36 @@ unlock:
 		ret = gs_cache_flush_range(fs->c, *dev_off, len);
 		gs_cache_invalidate(fs->c, *dev_off, len);
 	}
+	return ret;
+}
+
+ssize_t gs_fs_write(struct gs_fs *fs, uint64_t ino, const void *buf, size_t len, uint64_t off)
+{
+	ssize_t ret = write_once(fs, ino, buf, len, off);
+
+	/* out of space while freed blocks wait for a checkpoint: take it, retry */
+	if (ret == -ENOSPC && fs_reclaim(fs) > 0)
+		ret = write_once(fs, ino, buf, len, off);
+	return ret;
+}
+
+int gs_fs_fallocate(struct gs_fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t len)
+{
+	int ret = fallocate_once(fs, ino, mode, off, len);
+
+	/* out of space while freed blocks wait for a checkpoint: take it, retry */
+	if (ret == -ENOSPC && fs_reclaim(fs) > 0)
+		ret = fallocate_once(fs, ino, mode, off, len);
+	return ret;
+}
+
+int gs_fs_alloc_extent(struct gs_fs *fs, uint64_t ino, uint64_t off, uint64_t len,
+		       unsigned flags, uint64_t *dev_off)
+{
+	int ret = alloc_extent_once(fs, ino, off, len, flags, dev_off);
+
+	/* out of space while freed blocks wait for a checkpoint: take it, retry */
+	if (ret == -ENOSPC && fs_reclaim(fs) > 0)
+		ret = alloc_extent_once(fs, ino, off, len, flags, dev_off);
 	return ret;
 }

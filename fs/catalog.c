@@ -563,8 +563,8 @@ free_bit:
 	return ret;
 }
 
-int gs_fs_create(struct gs_fs *fs, uint64_t parent, const char *name, uint32_t type,
-		 uint32_t mode, uint32_t uid, uint32_t gid, struct gs_stat *st)
+static int create_once(struct gs_fs *fs, uint64_t parent, const char *name, uint32_t type,
+		       uint32_t mode, uint32_t uid, uint32_t gid, struct gs_stat *st)
 {
 	struct gs_inode *dp, *ip;
 	int ret = name_ok(name);
@@ -855,8 +855,8 @@ put:
 	return ret;
 }
 
-int gs_fs_rename(struct gs_fs *fs, uint64_t parent, const char *name, uint64_t newparent,
-		 const char *newname, unsigned flags)
+static int rename_once(struct gs_fs *fs, uint64_t parent, const char *name, uint64_t newparent,
+		       const char *newname, unsigned flags)
 {
 	struct gs_inode *sdp, *ddp;
 	int ret = name_ok(name);
@@ -945,7 +945,7 @@ unlock:
 	return ret;
 }
 
-int gs_fs_create_internal(struct gs_fs *fs, uint64_t owner, uint64_t *ino)
+static int create_internal_once(struct gs_fs *fs, uint64_t owner, uint64_t *ino)
 {
 	struct gs_inode *op, *ip;
 	int ret = fs_check_rw(fs);
@@ -1105,4 +1105,36 @@ put:
 int orphan_unlist(struct gs_fs *fs, struct gs_inode *ip)
 {
 	return orphan_del(fs, ip);
+}
+
+int gs_fs_create(struct gs_fs *fs, uint64_t parent, const char *name, uint32_t type,
+		 uint32_t mode, uint32_t uid, uint32_t gid, struct gs_stat *st)
+{
+	int ret = create_once(fs, parent, name, type, mode, uid, gid, st);
+
+	/* out of space while freed blocks wait for a checkpoint: take it, retry */
+	if (ret == -ENOSPC && fs_reclaim(fs) > 0)
+		ret = create_once(fs, parent, name, type, mode, uid, gid, st);
+	return ret;
+}
+
+int gs_fs_rename(struct gs_fs *fs, uint64_t parent, const char *name, uint64_t newparent,
+		 const char *newname, unsigned flags)
+{
+	int ret = rename_once(fs, parent, name, newparent, newname, flags);
+
+	/* out of space while freed blocks wait for a checkpoint: take it, retry */
+	if (ret == -ENOSPC && fs_reclaim(fs) > 0)
+		ret = rename_once(fs, parent, name, newparent, newname, flags);
+	return ret;
+}
+
+int gs_fs_create_internal(struct gs_fs *fs, uint64_t owner, uint64_t *ino)
+{
+	int ret = create_internal_once(fs, owner, ino);
+
+	/* out of space while freed blocks wait for a checkpoint: take it, retry */
+	if (ret == -ENOSPC && fs_reclaim(fs) > 0)
+		ret = create_internal_once(fs, owner, ino);
+	return ret;
 }

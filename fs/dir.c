@@ -147,7 +147,8 @@ int dir_parse(struct gs_fs *fs, const uint8_t *blk, uint64_t pblk, uint32_t bidx
 				goto bad;
 			if (rl - need > maxfree)
 				maxfree = rl - need;
-			if (d && dindex_add(d, de->name, de->name_len, ino, de->type, bidx, off) < 0)
+			if (d && dindex_add(d, de->name, de->name_len, ino, de->type, bidx,
+					    off) < 0)
 				return -ENOMEM;
 		} else if (rl > maxfree) {
 			maxfree = rl;

@@ -187,7 +187,8 @@ struct journal {
 	uint32_t tx_n;
 	uint32_t tx_max;		/* force a commit before an op beyond this */
 	struct fextlist tx_frees;	/* freed in the running transaction */
-	struct fextlist ck_frees;	/* freed in committed transactions, reusable after a checkpoint */
+	struct fextlist ck_frees;	/* freed by committed transactions: reusable after
+					 * the next checkpoint */
 	uint64_t installed;		/* highest tid whose images are in the cache */
 
 	/* group commit, under mu */
@@ -275,6 +276,7 @@ int jnl_checkpoint(struct gs_fs *fs);
 /* gs_cache_flush() that keeps flush_seq/flush_done (see can_bypass()). */
 int fs_flush_all(struct gs_fs *fs);
 void jnl_op_begin(struct gs_fs *fs);
+int fs_reclaim(struct gs_fs *fs);
 int jnl_start_thread(struct gs_fs *fs);
 void jnl_stop_thread(struct gs_fs *fs);
 int fext_add(struct fextlist *l, uint64_t blk, uint64_t len);

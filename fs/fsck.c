@@ -344,16 +344,16 @@ static int check_dir(struct fck *c, uint64_t ino)
 			continue;
 		}
 		if (v[i].type != c->itype[t]) {
-			problem(c, c->repair, "directory %" PRIu64 ": entry '%s' has the wrong type",
-				ino, v[i].name);
+			problem(c, c->repair, "directory %" PRIu64 ": entry '%s' has the wrong "
+				"type", ino, v[i].name);
 			if (c->repair)
 				ret = dir_retarget(fs, dp, dindex_find(dp->dir, v[i].name), t,
 						   c->itype[t]);
 		}
 		if (c->itype[t] == GS_T_DIR) {
 			if (c->dparent[t]) {
-				problem(c, c->repair, "directory %" PRIu64 " has a second name '%s' in %"
-					PRIu64 ": removed", t, v[i].name, ino);
+				problem(c, c->repair, "directory %" PRIu64 " has a second name "
+					"'%s' in %" PRIu64 ": removed", t, v[i].name, ino);
 				if (c->repair)
 					ret = dir_del(fs, dp, v[i].name);
 				continue;
@@ -501,11 +501,12 @@ static int check_object(struct fck *c, uint64_t ino, struct gs_inode *root)
 			     c->repair ? "freed" : "left for the next mount");
 			ret = c->repair ? ifree_object(fs, ip) : 0;
 		} else if (!listed) {
-			problem(c, c->repair, "internal object %" PRIu64 " has no owner: freed", ino);
+			problem(c, c->repair, "internal object %" PRIu64 " has no owner: freed",
+				ino);
 			ret = c->repair ? ifree_object(fs, ip) : 0;
 		} else if (ip->m.nlink != 1) {
-			problem(c, c->repair, "internal object %" PRIu64 ": link count %u, should be 1",
-				ino, ip->m.nlink);
+			problem(c, c->repair, "internal object %" PRIu64 ": link count %u, "
+				"should be 1", ino, ip->m.nlink);
 			ip->m.nlink = 1;
 			ret = c->repair ? iwrite(fs, ip) : 0;
 		}
@@ -580,7 +581,8 @@ static int check_orphan_list(struct fck *c, struct gs_inode *root)
 
 		if (cur >= fs->l.ninodes || !c->itype[cur] || n++ > fs->l.ninodes ||
 		    iget(fs, cur, &ip)) {
-			problem(c, c->repair, "orphan list is broken at inode %" PRIu64 ": cut", cur);
+			problem(c, c->repair, "orphan list is broken at inode %" PRIu64 ": cut",
+				cur);
 			if (c->repair) {
 				struct gs_inode *fix = prev ? prev : root;
 

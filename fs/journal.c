@@ -514,7 +514,8 @@ static int install(struct gs_fs *fs, uint32_t n)
 
 		p += fs->bs;
 		for (uint32_t i = 0; i < cnt; i++, p += fs->bs) {
-			ssize_t r = gs_cache_write(fs->c, p, fs->bs, blk2off(fs, ld64(tag[i].blkno)));
+			uint64_t home = blk2off(fs, ld64(tag[i].blkno));
+			ssize_t r = gs_cache_write(fs->c, p, fs->bs, home);
 
 			if (r < 0)
 				return (int)r;
@@ -628,6 +629,26 @@ int jnl_sync(struct gs_fs *fs, bool data)
 	if (!ret && fs->error)
 		ret = fs->error;
 	return ret;
+}
+
+/*
+ * Out of space while freed blocks wait for a checkpoint: commit, checkpoint
+ * and tell the caller to try again (1).  Not under fs->ns.
+ */
+int fs_reclaim(struct gs_fs *fs)
+{
+	uint64_t pending;
+	int ret;
+
+	pthread_mutex_lock(&fs->ns);
+	pending = fs->al.pending;
+	pthread_mutex_unlock(&fs->ns);
+	if (!pending || fs->rdonly || fs->error)
+		return 0;
+	ret = jnl_sync(fs, false);
+	if (!ret)
+		ret = jnl_checkpoint(fs);
+	return ret < 0 ? ret : 1;
 }
 
 /* Called before an operation takes fs->ns: keep transactions bounded. */

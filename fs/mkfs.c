@@ -170,7 +170,8 @@ static int write_itable(struct mkfs_ctx *m)
 				struct gs_dinode *d = (void *)(blk + GS_ITABLE_OFF);
 				struct gs_dinode *root = d + 1;
 
-				mk_inode(root, GS_T_DIR, S_IFDIR | 0755, 5, GS_ROOT_INO, bs, m->now);
+				mk_inode(root, GS_T_DIR, S_IFDIR | 0755, 5, GS_ROOT_INO, bs,
+					 m->now);
 				root->blocks = st64(1);
 				root->xroot.h.nr = st16(1);
 				struct gs_dextent *e = (void *)root->xroot.e;

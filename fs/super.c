@@ -122,7 +122,8 @@ int gs_sb_parse(const struct gs_dsuper *sb, uint64_t dev_bytes, struct gs_layout
 	}
 	incompat = ld32(sb->feature_incompat);
 	if (incompat & ~GS_FEAT_INCOMPAT_SUPP) {
-		gs_err("gstore: unknown incompatible features 0x%x", incompat & ~GS_FEAT_INCOMPAT_SUPP);
+		gs_err("gstore: unknown incompatible features 0x%x",
+		       incompat & ~GS_FEAT_INCOMPAT_SUPP);
 		return -EINVAL;
 	}
 	ro = ld32(sb->feature_ro_compat);
@@ -328,7 +329,8 @@ int fs_open_common(struct gs_fs **fsp, const struct gs_fs_opts *o, bool for_fsck
 	fs->bs = fs->l.bs;
 	fs->bshift = ilog2_32(fs->bs);
 	if (fs->lba > fs->bs) {
-		gs_err("gstore: device block size %u exceeds the fs block size %u", fs->lba, fs->bs);
+		gs_err("gstore: device block size %u exceeds the fs block size %u", fs->lba,
+		       fs->bs);
 		ret = -EINVAL;
 		goto close_q;
 	}
@@ -405,7 +407,8 @@ int gs_fs_mount(struct gs_fs **fsp, const struct gs_fs_opts *o)
 	if (ret < 0)
 		goto close;
 	if (replayed)
-		gs_info("gstore: %s: replayed %" PRIu64 " journal transactions", fs->path, replayed);
+		gs_info("gstore: %s: replayed %" PRIu64 " journal transactions", fs->path,
+			replayed);
 	ret = alloc_init(fs);
 	if (ret < 0)
 		goto close;

@@ -174,8 +174,8 @@ unlock:
 	return ret;
 }
 
-int gs_fs_setxattr(struct gs_fs *fs, uint64_t ino, const char *name, const void *val,
-		   size_t size, int flags)
+static int setxattr_once(struct gs_fs *fs, uint64_t ino, const char *name, const void *val,
+			 size_t size, int flags)
 {
 	size_t nlen = name ? strlen(name) : 0;
 	struct xa *v;
@@ -367,4 +367,15 @@ int xattr_check(struct gs_fs *fs, uint64_t blk, uint64_t ino)
 		ret = xa_parse(fs, m->data, v, xa_max(fs));
 	free(v);
 	return ret < 0 ? ret : 0;
+}
+
+int gs_fs_setxattr(struct gs_fs *fs, uint64_t ino, const char *name, const void *val,
+		   size_t size, int flags)
+{
+	int ret = setxattr_once(fs, ino, name, val, size, flags);
+
+	/* out of space while freed blocks wait for a checkpoint: take it, retry */
+	if (ret == -ENOSPC && fs_reclaim(fs) > 0)
+		ret = setxattr_once(fs, ino, name, val, size, flags);
+	return ret;
 }

@@ -412,7 +412,8 @@ static void test_random_flips(void **state)
 		copy_file(gold, img);
 		for (int k = 0; k < n; k++) {
 			/* mostly metadata: superblocks, bitmaps, inode table, dir blocks */
-			uint64_t blk = rand() % 4 ? (uint64_t)rand() % (meta_end + 4) : (uint64_t)rand() % 8192;
+			uint64_t blk = rand() % 4 ? (uint64_t)rand() % (meta_end + 4) :
+						    (uint64_t)rand() % 8192;
 
 			flip(blk * bs + rand() % bs, 1u << (rand() % 8));
 		}
@@ -425,7 +426,8 @@ static void test_random_flips(void **state)
 			continue;
 		res2 = fsck(0);
 		if (!(res & GS_FSCK_UNCORRECTED) && res2 != GS_FSCK_OK) {
-			fprintf(stderr, "round %d: repair left problems (%d then %d)\n", r, res, res2);
+			fprintf(stderr, "round %d: repair left problems (%d then %d)\n", r, res,
+				res2);
 			fail();
 		}
 		if (res2 == GS_FSCK_OK && mount_img(&fs) == 0) {

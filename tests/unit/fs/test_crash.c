@@ -93,7 +93,8 @@ static void *worker(void *arg)
 			name_of(name, t, i - 1, renamed[i - 1]);
 			name_of(name2, t, i - 1, true);
 			send_rec(R_BEGIN, OP_RENAME, t, i - 1, 0);
-			if (gs_fs_rename(cfs, cdir, name, cdir, name2, 0) || gs_fs_fsync(cfs, cdir, 0))
+			if (gs_fs_rename(cfs, cdir, name, cdir, name2, 0) ||
+			    gs_fs_fsync(cfs, cdir, 0))
 				_exit(5);
 			renamed[i - 1] = true;
 			send_rec(R_ACK, OP_RENAME, t, i - 1, 0);

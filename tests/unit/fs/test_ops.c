@@ -123,7 +123,8 @@ static void test_xattr(void **state)
 	assert_int_equal(gs_fs_setxattr(fs, a, "user.nope", "1", 1, XATTR_REPLACE), -ENODATA);
 	assert_int_equal(gs_fs_getxattr(fs, a, "user.gstore.dtype", NULL, 0), 3);
 	assert_int_equal(gs_fs_getxattr(fs, a, "user.gstore.dtype", buf, 2), -ERANGE);
-	assert_int_equal(gs_fs_setxattr(fs, a, "user.gstore.dtype", "float64", 7, XATTR_REPLACE), 0);
+	assert_int_equal(gs_fs_setxattr(fs, a, "user.gstore.dtype", "float64", 7, XATTR_REPLACE),
+			 0);
 	remount();
 	assert_int_equal(gs_fs_getxattr(fs, a, "user.gstore.dtype", buf, sizeof(buf)), 7);
 	assert_memory_equal(buf, "float64", 7);
