@@ -16,7 +16,11 @@ echo 10 >/proc/sys/kernel/hung_task_timeout_secs
 i=0
 while [ $i -lt ${CYCLES:-100} ]; do
 	gs_bind "$B" || fail "cycle $i: bind"
-	gsnvme hold /dev/gstore-nvme0 >/tmp/hold.log 2>&1 &
+	if [ $((i % 4)) = 3 ]; then	# the backend: per-thread queues, bounce buffers, MAP_USER
+		gsnvme backend /dev/gstore-nvme0 3 1000000 >/tmp/hold.log 2>&1 &
+	else				# BaM mode: threads sharing queue pairs
+		gsnvme hold /dev/gstore-nvme0 >/tmp/hold.log 2>&1 &
+	fi
 	p=$!
 	n=0
 	while ! grep -q running /tmp/hold.log; do

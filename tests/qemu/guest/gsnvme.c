@@ -415,6 +415,7 @@ static int cmd_backend(const char *dev, int nthr, uint32_t ios)
 				      .regbuf = i % 2 ? NULL : reg + (size_t)i * 2 * 8 * 16384 };
 		pthread_create(&b[i].th, NULL, backend_thread, &b[i]);
 	}
+	printf("backend: running\n");
 	for (i = 0; i < nthr; i++) {
 		pthread_join(b[i].th, NULL);
 		err |= b[i].err;
