@@ -11,6 +11,7 @@
  *       an R-MAT (Graph500 a=.57 b=.19 c=.19) edge list, text
  *   gstore-graphbench run IMAGE NAME [--cache SIZE] [--line-size N]
  *       [--threads T] [--queries N] [--batch B] [--runs R] [--bfs K] [--no-cc]
+ *       [--nonzero]
  *       random-vertex neighbour queries (queries/s, device pages/query),
  *       BFS from K sources, CC; one "result" line per measurement and the
  *       ratios gstore/CSR at the end
@@ -251,13 +252,14 @@ static int run(int argc, char **argv)
 		{ "bfs", required_argument, NULL, 'B' },
 		{ "no-cc", no_argument, NULL, 'n' },
 		{ "buffered", no_argument, NULL, 'u' },
+		{ "nonzero", no_argument, NULL, 'z' },
 		{ 0 }
 	};
 	struct gs_fs_opts fo = { .cache_bytes = 64u << 20, .line_size = 4096 };
 	struct ctx c = { .nq = 200000, .batch = 64, .runs = 3, .nbfs = 2 };
 	struct engine e[2] = { { .name = "gstore" }, { .name = "csr" } };
 	unsigned threads = 16;
-	int do_cc = 1, ch, ret;
+	int do_cc = 1, nonzero = 0, ch, ret;
 	char prefix[300];
 	struct gs_graph_info gi[2];
 	uint64_t x = 12345, srcs[16];
@@ -273,6 +275,7 @@ static int run(int argc, char **argv)
 		case 'B': c.nbfs = (unsigned)atoi(optarg); break;
 		case 'n': do_cc = 0; break;
 		case 'u': fo.flags |= GS_FS_BUFFERED; break;
+		case 'z': nonzero = 1; break;
 		default: return 2;
 		}
 	}
@@ -298,8 +301,14 @@ static int run(int argc, char **argv)
 	}
 	c.nv = gi[0].nv;
 	c.verts = malloc(c.nq * sizeof(*c.verts));
-	for (uint64_t i = 0; i < c.nq; i++)
-		c.verts[i] = rnd(&x) % c.nv;
+	/* random vertices; --nonzero: only vertices with neighbours (picked
+	 * before the measurement, through the CSR degree) */
+	for (uint64_t i = 0; i < c.nq;) {
+		uint64_t v = rnd(&x) % c.nv;
+
+		if (!nonzero || gs_graph_degree(e[1].g, v, GS_GRAPH_OUT) > 0)
+			c.verts[i++] = v;
+	}
 	/* BFS sources with edges (in the big component of an R-MAT graph) */
 	for (unsigned k = 0; k < c.nbfs;) {
 		uint64_t v = rnd(&x) % c.nv;
@@ -308,11 +317,12 @@ static int run(int argc, char **argv)
 			srcs[k++] = v;
 	}
 	printf("graph %s: %" PRIu64 " vertices, %" PRIu64 " edges, %s; gstore %.1f MiB, CSR %.1f "
-	       "MiB on disk; cache %.1f MiB, line %u B, %u threads, %" PRIu64 " queries, "
+	       "MiB on disk; cache %.1f MiB, line %u B, %u threads, %" PRIu64 " queries%s, "
 	       "batch %u\n",
 	       argv[optind + 1], gi[0].nv, gi[0].ne, gi[0].directed ? "directed" : "undirected",
 	       gi[0].disk_bytes / 1048576.0, gi[1].disk_bytes / 1048576.0,
-	       fo.cache_bytes / 1048576.0, fo.line_size, threads, c.nq, c.batch);
+	       fo.cache_bytes / 1048576.0, fo.line_size, threads, c.nq,
+	       nonzero ? " (vertices with neighbours)" : "", c.batch);
 	/* warm-up (not counted), then alternate the engines */
 	for (int i = 0; i < 2 && !ret; i++) {
 		double q, p;
