@@ -224,6 +224,7 @@ int gs_q_open(struct gs_q **qp, const struct gs_q_params *p)
 	if (q->max_pollers < q->min_pollers)
 		q->max_pollers = q->min_pollers;
 	q->spin_ns = (p->spin_us ? p->spin_us : DEF_SPIN_US) * 1000u;
+	q->sync_spin_ns = SYNC_SPIN_NS;
 	q->idle_ns = (uint64_t)(p->idle_ms ? p->idle_ms : DEF_IDLE_MS) * 1000000u;
 	q->kick_fd = -1;
 	pthread_mutex_init(&q->lock, NULL);
@@ -436,23 +437,40 @@ static void sync_done(struct gs_q_io *io, int64_t res)
 		gs_futex_wake(&s->state, 0);	/* a stale address at worst: harmless */
 }
 
-static int64_t sync_wait(struct sync_io *s)
+/*
+ * Spin for the queue's current sync window, then sleep.  The window adapts
+ * like the pollers' (gpuq/poller.c): it doubles when the result came while
+ * spinning and halves when it did not, so waits on a slow device do not
+ * burn a CPU each.
+ */
+static int64_t sync_wait(struct gs_q *q, struct sync_io *s)
 {
-	uint64_t end = gs_now_ns() + SYNC_SPIN_NS;
+	uint64_t spin = __atomic_load_n(&q->sync_spin_ns, __ATOMIC_RELAXED);
+	uint64_t end = gs_now_ns() + spin;
+	unsigned n = 0;
 	uint32_t st;
+	int slept = 0;
 
 	/* acquire: pairs with sync_done's exchange; res is visible after DONE */
 	while ((st = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE)) != SW_DONE) {
-		if (gs_now_ns() < end) {
+		/* the clock only every 32 turns: it costs more than a pause */
+		if (!slept && (++n % 32 || gs_now_ns() < end)) {
 			gs_cpu_relax();
 			continue;
 		}
+		slept = 1;
 		if (st == SW_PENDING &&
 		    !__atomic_compare_exchange_n(&s->state, &st, SW_SLEEPING, 0,
 						 __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE))
 			continue;
 		gs_futex_wait(&s->state, SW_SLEEPING, 0, -1);
 	}
+	if (slept)
+		spin = spin < 2000 ? 0 : spin / 2;
+	else
+		spin = spin ? (spin * 2 > SYNC_SPIN_NS ? SYNC_SPIN_NS : spin * 2) : 1000;
+	/* relaxed: a hint shared by all waiters; lost updates do not matter */
+	__atomic_store_n(&q->sync_spin_ns, spin, __ATOMIC_RELAXED);
 	return s->res;
 }
 
@@ -480,7 +498,7 @@ static int64_t sync_io(struct gs_q *q, uint8_t op, void *buf, size_t len, uint64
 		return 0;
 	ipush(q, &e);
 	ikick(q);
-	return sync_wait(&s);
+	return sync_wait(q, &s);
 }
 
 ssize_t gs_q_pread(struct gs_q *q, void *buf, size_t len, uint64_t off)

@@ -115,7 +115,8 @@ struct gs_q {
 	uint32_t flags;
 	uint32_t depth;
 	uint32_t min_pollers, max_pollers;
-	uint32_t spin_ns;
+	uint32_t spin_ns;	/* pollers' spin window ceiling */
+	uint64_t sync_spin_ns;	/* shared hint: current spin of sync waiters */
 	uint64_t idle_ns;
 	int kick_fd;		/* == pollers[0].efd */
 	int is_fault;

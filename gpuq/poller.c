@@ -3,8 +3,8 @@
  * Poller threads: pop requests from every ring of the set, batch them into
  * the poller's own backend queue, deliver completions, and sleep when idle.
  *
- * Sleeping.  A poller spins for spin_us after its last piece of work, then
- * blocks in the backend's wait(), which returns on a completion, on a write
+ * Sleeping.  A poller spins after its last piece of work, then blocks in
+ * the backend's wait(), which returns on a completion, on a write
  * to the poller's eventfd, or on a timeout.  Poller 0's eventfd is the kick
  * fd: before it blocks it sets ring->sleepers on every ring whose producers
  * can kick, issues a seq_cst fence and re-checks the rings; a producer
@@ -13,6 +13,11 @@
  * cannot kick, so while one is attached poller 0 sleeps at most 50 us,
  * doubling up to 2 ms while nothing arrives (a timed wait costs ~10 us of
  * CPU in a VM: 2 ms keeps an idle queue near 0.5% of a core).
+ *
+ * The spin window adapts (up to spin_us): it doubles when work arrives
+ * while spinning or soon after dozing off, and halves after a window that
+ * found nothing, so a poller whose work comes slower than spin_us (a slow
+ * disk, a sparse producer) stops burning CPU on spinning.
  *
  * Busy.  With BATCH_MIN or more requests in flight a poller does not spin
  * (completions will wake it anyway) and sleeps until a fraction of them is
@@ -259,8 +264,7 @@ static int reap(struct poller *p)
 	struct gs_q *q = p->q;
 	int n, i;
 
-	if (!p->inflight)
-		return 0;
+	/* even with nothing in flight: this also consumes the wake-up (kick) */
 	n = q->ops->reap(p->bq, p->done, p->res, p->depth);
 	if (n <= 0)
 		return 0;
@@ -598,6 +602,9 @@ static void parked_wait(struct poller *p)
 	/* release: we hold no ring-set pointer while parked */
 	__atomic_store_n(&p->seen_gen, GEN_OFFLINE, __ATOMIC_RELEASE);
 	for (;;) {
+		/* consume the wake (a flush barrier's, an unpark's): nothing else
+		 * is in flight, and an unreaped cqe would make wait() return at once */
+		reap(p);
 		/* nothing in flight: a barrier is drained as soon as we see it */
 		barrier_step(p);
 		/* seq_cst: pairs with the unparker's CAS and the flush popper's loads */
@@ -629,12 +636,22 @@ static int quiet(struct poller *p)
 	return !p->inflight && !p->nsub && !p->flushq && !p->cqovf;
 }
 
+/* Adaptive spin window: double on a hit (from 1 us), halve on a miss (to 0). */
+static uint64_t spin_adapt(uint64_t spin, int hit, uint64_t max)
+{
+	if (!hit)
+		return spin < 2000 ? 0 : spin / 2;
+	spin = spin ? spin * 2 : 1000;
+	return spin > max ? max : spin;
+}
+
 static void poller_loop(struct poller *p)
 {
 	struct gs_q *q = p->q;
-	uint64_t idle_since = gs_now_ns(), now;
+	uint64_t idle_since = gs_now_ns(), now, doze_start = 0;
+	uint64_t spin = q->spin_ns;	/* current spin window, <= spin_us */
 	uint32_t poll_us = POLL_MIN_US;
-	int clear_sleepers = 0;
+	int clear_sleepers = 0, spinning = 0;
 
 	for (;;) {
 		struct ringset *rs;
@@ -672,15 +689,27 @@ static void poller_loop(struct poller *p)
 
 		now = gs_now_ns();
 		if (work) {
+			/* work while spinning, or soon after dozing off: spinning pays */
+			if (spinning || (doze_start && now - doze_start < q->spin_ns))
+				spin = spin_adapt(spin, 1, q->spin_ns);
+			spinning = 0;
+			doze_start = 0;
 			idle_since = now;
 			poll_us = POLL_MIN_US;
 			continue;
 		}
+		doze_start = 0;
 		if (stopping && quiet(p))
 			break;
-		if (now - idle_since < q->spin_ns && p->inflight < BATCH_MIN) {
+		if (now - idle_since < spin && p->inflight < BATCH_MIN) {
+			spinning = 1;
 			gs_cpu_relax();
 			continue;
+		}
+		if (spinning) {
+			/* a whole window for nothing: spin less next time */
+			spin = spin_adapt(spin, 0, q->spin_ns);
+			spinning = 0;
 		}
 		if (p->idx >= q->min_pollers && quiet(p) && !stopping &&
 		    now - idle_since >= q->idle_ns) {
@@ -711,6 +740,8 @@ static void poller_loop(struct poller *p)
 			if (timeout < 0 || timeout > BATCH_US)
 				timeout = BATCH_US;
 		}
+		if (nr == 1)
+			doze_start = now;
 		if (doze(p, rs, nr, timeout) == 2)
 			clear_sleepers = 1;
 	}

@@ -169,6 +169,9 @@ static void test_idle_cpu(void **state)
 	gs_cw_arm(gpu, 0);
 	gs_sq_push(gpu, &e);
 	assert_int_equal(gs_ring_cw_wait(gpu, 0, 0), BS);
+	/* a flush barrier wakes the parked pollers too: they must park again */
+	assert_int_equal(gs_q_flush(q), 0);
+	gs_q_kick(q);		/* and a kick with no work behind it */
 	usleep(300000);		/* spinning ends, back-off reaches its ceiling */
 
 	gs_q_get_stats(q, &st0);
