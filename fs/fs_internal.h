@@ -330,6 +330,7 @@ uint64_t itable_blk(const struct gs_fs *fs, uint64_t ino, uint32_t *off);
 
 /* xattr.c, for fsck */
 int xattr_check(struct gs_fs *fs, uint64_t blk, uint64_t ino);
+int xattr_parse_block(struct gs_fs *fs, const uint8_t *blk);
 
 /* catalog.c, for fsck */
 int orphan_unlist(struct gs_fs *fs, struct gs_inode *ip);

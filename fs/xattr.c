@@ -351,6 +351,19 @@ unlock:
 	return ret;
 }
 
+/* The parser alone, on a block image (fuzzing): entries or -EUCLEAN. */
+int xattr_parse_block(struct gs_fs *fs, const uint8_t *blk)
+{
+	struct xa *v = malloc(xa_max(fs) * sizeof(*v));
+	int ret;
+
+	if (!v)
+		return -ENOMEM;
+	ret = xa_parse(fs, blk, v, xa_max(fs));
+	free(v);
+	return ret;
+}
+
 /* fsck: is @blk a sound xattr block of @ino? */
 int xattr_check(struct gs_fs *fs, uint64_t blk, uint64_t ino)
 {

@@ -3,7 +3,7 @@
 # Install the Debian 12 packages gstore needs, only those missing.
 set -euo pipefail
 pkgs=(build-essential pkg-config liburing-dev libfuse3-dev fuse3 libcmocka-dev libnvme-dev
-      fio stress-ng python3 python3-numpy libhdf5-dev hdf5-tools
+      fio stress-ng python3 python3-numpy libhdf5-dev hdf5-tools clang
       qemu-system-x86 linux-image-amd64 linux-headers-amd64 busybox-static kmod cpio)
 missing=()
 for p in "${pkgs[@]}"; do
