@@ -8,7 +8,8 @@
  *
  * Data buffers: a buffer inside a region registered with register_buffer()
  * (pinned and mapped through MAP_USER) is used directly; any other buffer
- * goes through a per-slot bounce buffer of the queue (copied).
+ * goes through one of the queue's bounce buffers (copied); a queue has one
+ * per command it may have in flight (its depth).
  *
  * The module refuses to unmap memory while the file has queue pairs (a
  * command in flight could name it), so everything is unmapped at close.
@@ -31,7 +32,8 @@
 #include "gs_log.h"
 
 #define MAX_REGS	1024	/* registrations over the life of a device (slots not reused) */
-#define MAX_IO		(128u << 10)	/* per command, and per-slot bounce size */
+#define MAX_IO		(128u << 10)	/* per command, and bounce buffer size */
+#define NO_BOUNCE	UINT32_MAX
 #define MAX_SLOTS	1024u
 
 /* ---- the module, for every user ---- */
@@ -212,8 +214,9 @@ struct gs_bq {
 	uint32_t depth;				/* in flight at most (<= nslots / 2) */
 	uint32_t inflight;
 	struct gs_bio **slot_bio;
-	uint8_t *slot_bounced;
-	char *bounce;				/* nslots * max_io */
+	uint32_t *slot_bounce;			/* [nslots]: bounce buffer or NO_BOUNCE */
+	uint32_t *bounce_free, nfree;		/* stack of free bounce buffers */
+	char *bounce;				/* depth * max_io */
 	struct gs_kmap bounce_map;
 	uint64_t *prp;				/* nslots PRP list pages */
 	struct gs_kmap prp_map;
@@ -367,11 +370,12 @@ static void bq_free(struct gs_bq *q)
 		free(q->prp_map.bus);
 	}
 	if (q->bounce)
-		munmap(q->bounce, (size_t)q->nslots * bd->max_io);
+		munmap(q->bounce, (size_t)q->depth * bd->max_io);
 	if (q->prp)
 		munmap(q->prp, (size_t)q->nslots * GS_NVME_PAGE);
 	free(q->slot_bio);
-	free(q->slot_bounced);
+	free(q->slot_bounce);
+	free(q->bounce_free);
 	free(q->err);
 	free(q->err_res);
 	free(q);
@@ -401,13 +405,16 @@ static int nvme_queue_create(struct gs_bdev *bd, uint32_t depth, int wake_fd, st
 	q->nslots = n;
 	q->depth = depth < n ? depth : n;
 	q->slot_bio = calloc(n, sizeof(*q->slot_bio));
-	q->slot_bounced = calloc(n, 1);
+	q->slot_bounce = calloc(n, sizeof(*q->slot_bounce));
+	q->bounce_free = calloc(q->depth, sizeof(*q->bounce_free));
 	q->err = calloc(n, sizeof(*q->err));
 	q->err_res = calloc(n, sizeof(*q->err_res));
 	ret = -ENOMEM;
-	if (!q->slot_bio || !q->slot_bounced || !q->err || !q->err_res)
+	if (!q->slot_bio || !q->slot_bounce || !q->bounce_free || !q->err || !q->err_res)
 		goto free_q;
-	q->bounce = mmap(NULL, (size_t)n * bd->max_io, PROT_READ | PROT_WRITE,
+	for (q->nfree = 0; q->nfree < q->depth; q->nfree++)
+		q->bounce_free[q->nfree] = q->nfree;
+	q->bounce = mmap(NULL, (size_t)q->depth * bd->max_io, PROT_READ | PROT_WRITE,
 			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
 	q->prp = mmap(NULL, (size_t)n * GS_NVME_PAGE, PROT_READ | PROT_WRITE,
 		      MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
@@ -419,7 +426,7 @@ static int nvme_queue_create(struct gs_bdev *bd, uint32_t depth, int wake_fd, st
 		goto free_q;
 	}
 	pthread_mutex_lock(&bd->lock);
-	ret = gs_kmap_user(bd->fd, q->bounce, (size_t)n * bd->max_io, 0, &q->bounce_map);
+	ret = gs_kmap_user(bd->fd, q->bounce, (size_t)q->depth * bd->max_io, 0, &q->bounce_map);
 	if (!ret)
 		ret = gs_kmap_user(bd->fd, q->prp, (size_t)n * GS_NVME_PAGE, GSTORE_MAP_DEV_READ,
 				   &q->prp_map);
@@ -492,7 +499,7 @@ static int submit_one(struct gs_bq *q, struct gs_bio *io)
 		memset(&c, 0, sizeof(c));
 		c.opc = GS_NVME_CMD_FLUSH;
 		c.nsid = bd->nsid;
-		q->slot_bounced[slot] = 0;
+		q->slot_bounce[slot] = NO_BOUNCE;
 		goto submit;
 	}
 	if (io->op != GS_OP_READ && io->op != GS_OP_WRITE)
@@ -505,21 +512,27 @@ static int submit_one(struct gs_bq *q, struct gs_bio *io)
 	opc = io->op == GS_OP_READ ? GS_NVME_CMD_READ : GS_NVME_CMD_WRITE;
 	m = find_reg(bd, buf, len);
 	if (m && !gs_kmap_prp(m, buf, len, list, list_bus, &prp1, &prp2)) {
-		q->slot_bounced[slot] = 0;
+		q->slot_bounce[slot] = NO_BOUNCE;
 	} else {
-		char *b = q->bounce + (size_t)slot * bd->max_io;
+		/* inflight < depth, and every bounced command in flight holds one */
+		uint32_t bi = q->bounce_free[--q->nfree];
+		char *b = q->bounce + (size_t)bi * bd->max_io;
 
 		if (opc == GS_NVME_CMD_WRITE)
 			memcpy(b, buf, len);
 		gs_kmap_prp(&q->bounce_map, b, len, list, list_bus, &prp1, &prp2);
-		q->slot_bounced[slot] = 1;
+		q->slot_bounce[slot] = bi;
 	}
 	gs_nvme_rw(&c, opc, bd->nsid, slba, len >> bd->lba_shift, prp1, prp2);
 submit:
 	q->slot_bio[slot] = io;
 	/* the only submitter: written now, published by nvme_submit() */
-	if (gs_nvmeq_try_queue(&q->kq.q, &c, &tk))
+	if (gs_nvmeq_try_queue(&q->kq.q, &c, &tk)) {
+		if (q->slot_bounce[slot] != NO_BOUNCE)
+			q->bounce_free[q->nfree++] = q->slot_bounce[slot];
+		q->slot_bio[slot] = NULL;
 		return -EAGAIN;
+	}
 	q->inflight++;
 	return 0;
 }
@@ -558,9 +571,12 @@ static int nvme_reap(struct gs_bq *q, struct gs_bio **done, int64_t *res, unsign
 		for (k = 0; k < got; k++) {
 			struct gs_bio *io = q->slot_bio[slot[k]];
 			int err = gs_nvme_status_errno(e[k].status >> 1);
+			uint32_t bi = q->slot_bounce[slot[k]];
 
 			q->slot_bio[slot[k]] = NULL;
 			q->inflight--;
+			if (bi != NO_BOUNCE)
+				q->bounce_free[q->nfree++] = bi;	/* copied out below first */
 			if (!io)
 				continue;	/* cannot happen: a completion for a free slot */
 			if (err) {
@@ -568,10 +584,10 @@ static int nvme_reap(struct gs_bq *q, struct gs_bio **done, int64_t *res, unsign
 			} else if (io->op == GS_OP_FLUSH) {
 				res[n] = 0;
 			} else {
-				char *b = q->bounce + (size_t)slot[k] * q->bd->max_io;
-
-				if (io->op == GS_OP_READ && q->slot_bounced[slot[k]])
-					memcpy((char *)io->buf + io->done, b, io->len - io->done);
+				if (io->op == GS_OP_READ && bi != NO_BOUNCE)
+					memcpy((char *)io->buf + io->done,
+					       q->bounce + (size_t)bi * q->bd->max_io,
+					       io->len - io->done);
 				res[n] = io->len;
 			}
 			done[n++] = io;
