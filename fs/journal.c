@@ -431,7 +431,7 @@ static int stage(struct gs_fs *fs, uint64_t *tidp, struct fextlist *frees)
 			mb_free(fs, m);	/* only dead buffers */
 		}
 		j->tx = NULL;
-		j->tx_n = 0;
+		__atomic_store_n(&j->tx_n, 0, __ATOMIC_RELAXED);
 		return fext_merge(frees, &j->tx_frees) < 0 ? -ENOMEM : 0;
 	}
 	ret = jbuf_reserve(fs, tx_blocks(fs, n));
@@ -468,7 +468,7 @@ static int stage(struct gs_fs *fs, uint64_t *tidp, struct fextlist *frees)
 		d++;
 	}
 	j->tx = NULL;
-	j->tx_n = 0;
+	__atomic_store_n(&j->tx_n, 0, __ATOMIC_RELAXED);
 	j->seq++;
 	ret = fext_merge(frees, &j->tx_frees);
 	return ret < 0 ? ret : (int)n;
