@@ -794,18 +794,24 @@ static void data_put(struct gs_fs *fs, struct gs_inode *ip)
 	pthread_mutex_unlock(&fs->ns);
 }
 
-/* Reads may go around the cache when nothing of this object can be dirty
- * in it: every write to it finished before a completed full flush began. */
+/*
+ * Large reads go around the cache, straight into the caller's buffer with
+ * one device request, when nothing of this object can be dirty in the cache
+ * (every write to it finished before a completed full flush began).  Reads
+ * smaller than a cache line go through the cache: a hit is far cheaper than
+ * a synchronous device trip, and the line brought in serves its neighbours.
+ */
 static bool can_bypass(struct gs_fs *fs, struct gs_inode *ip, const void *buf, uint64_t dev,
 		       uint64_t len)
 {
 	uint64_t w = __atomic_load_n(&ip->data_dirty, __ATOMIC_ACQUIRE);
 	uint32_t a = fs->lba < 4096 ? 4096 : fs->lba;
 
+	if (len < fs->line || len > (64u << 20))
+		return false;
 	if (w && __atomic_load_n(&fs->flush_done, __ATOMIC_ACQUIRE) < w)
 		return false;
-	return !((uintptr_t)buf % a) && !(dev % a) && !(len % a) && len >= 4096 &&
-	       len <= (64u << 20);
+	return !((uintptr_t)buf % a) && !(dev % a) && !(len % a);
 }
 
 ssize_t gs_fs_read(struct gs_fs *fs, uint64_t ino, void *buf, size_t len, uint64_t off)
@@ -1246,7 +1252,7 @@ static int alloc_extent_once(struct gs_fs *fs, uint64_t ino, uint64_t off, uint6
 	bool inside = false;
 	int ret;
 
-	if (flags & ~GS_ALLOC_CONTIG)
+	if (flags & ~(GS_ALLOC_CONTIG | GS_ALLOC_LINE_ALIGNED))
 		return -EINVAL;
 	if (!len || (off | len) & (fs->bs - 1))
 		return -EINVAL;
@@ -1264,6 +1270,11 @@ static int alloc_extent_once(struct gs_fs *fs, uint64_t ino, uint64_t off, uint6
 		return ret;
 	b0 = off >> fs->bshift;
 	n = len >> fs->bshift;
+	if (flags & GS_ALLOC_LINE_ALIGNED) {	/* whole cache lines, nobody else's */
+		uint64_t per = fs->line >> fs->bshift;
+
+		n = (n + per - 1) / per * per;
+	}
 	pthread_rwlock_wrlock(&ip->rw);
 	pthread_mutex_lock(&fs->ns);
 	e = xmap_lookup(&ip->map, b0, &inside);
@@ -1275,7 +1286,10 @@ static int alloc_extent_once(struct gs_fs *fs, uint64_t ino, uint64_t off, uint6
 		const struct gs_ext *prev = xmap_prev(&ip->map, b0);
 		uint64_t goal = prev ? prev->pblk + prev->len : fs->al.cursor;
 
-		ret = alloc_reserve(fs, goal, n, false, true, &blk, &got);
+		if (flags & GS_ALLOC_LINE_ALIGNED)
+			ret = alloc_reserve_aligned(fs, goal, n, fs->line >> fs->bshift, &blk);
+		else
+			ret = alloc_reserve(fs, goal, n, false, true, &blk, &got);
 	}
 	if (ret < 0)
 		goto unlock;
@@ -1305,8 +1319,8 @@ unlock:
 	if (!ret) {
 		/* the run is written around the cache from now on: no stale
 		 * line of a previous owner may be written back over it */
-		ret = gs_cache_flush_range(fs->c, *dev_off, len);
-		gs_cache_invalidate(fs->c, *dev_off, len);
+		ret = gs_cache_flush_range(fs->c, *dev_off, n << fs->bshift);
+		gs_cache_invalidate(fs->c, *dev_off, n << fs->bshift);
 	}
 	return ret;
 }

@@ -348,6 +348,7 @@ int fs_open_common(struct gs_fs **fsp, const struct gs_fs_opts *o, bool for_fsck
 	ret = gs_cache_create(&fs->c, fs->q, &cp);
 	if (ret < 0)
 		goto close_q;
+	fs->line = gs_cache_line_size(fs->c);
 
 	fs->ihash_n = 4096;
 	fs->ihash = calloc(fs->ihash_n, sizeof(*fs->ihash));

@@ -246,7 +246,24 @@ int gs_fs_release(struct gs_fs *fs, uint64_t ino);
  * run.  Until then nd pads each slot by (line - block) bytes and uses the
  * line-aligned part.
  */
-enum { GS_ALLOC_CONTIG = 1u << 0 };
+/*
+ * ---- fs core answers, continued ----
+ * FUSE 5: done: at ENOSPC with frees waiting for a checkpoint, the fs
+ *    commits, checkpoints and retries (write, fallocate, create, rename,
+ *    setxattr, alloc_extent).  After a remount nothing waits anyway.
+ * FUSE 6: done as proposed: aligned reads of at least one cache line (and
+ *    no dirty data of the object in the cache) go around the cache; smaller
+ *    reads go through it.
+ * ND 5: done: GS_ALLOC_LINE_ALIGNED makes the run start on a cache-line
+ *    boundary and rounds its length up to whole lines; the padding blocks
+ *    are mapped too (the object's range [off, off + rounded len) is taken),
+ *    so no other allocation shares a line with the run.  Slot sizes that
+ *    are multiples of the line waste nothing.
+ */
+enum {
+	GS_ALLOC_CONTIG = 1u << 0,
+	GS_ALLOC_LINE_ALIGNED = 1u << 1,	/* see ND 5 above */
+};
 int gs_fs_create_internal(struct gs_fs *fs, uint64_t owner, uint64_t *ino);
 /* Free internal object @ino now (or at its last gs_fs_release()). */
 int gs_fs_unlink_internal(struct gs_fs *fs, uint64_t ino);

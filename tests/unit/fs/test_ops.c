@@ -402,6 +402,14 @@ static void test_internal(void **state)
 	assert_int_equal(gs_fs_bmap(fs, i1, 8192, &dev, &len), 0);
 	assert_int_equal(len, (1 << 20) - 8192);
 	assert_int_equal(gs_fs_bmap(fs, i1, 2 << 20, &dev, &len), -ENODATA);
+	/* line-aligned runs: start on a cache line, whole lines mapped */
+	uint32_t line = gs_cache_line_size(gs_fs_cache(fs));
+
+	assert_int_equal(gs_fs_alloc_extent(fs, i1, 4 << 20, 8192, GS_ALLOC_LINE_ALIGNED, &dev), 0);
+	assert_int_equal(dev % line, 0);
+	assert_int_equal(gs_fs_bmap(fs, i1, 4 << 20, &dev, &len), 0);
+	assert_int_equal(len, line);
+	assert_int_equal(gs_fs_alloc_extent(fs, i1, (4 << 20) + 8192, 4096, 0, &dev), -EEXIST);
 	/* data on nd and internal objects */
 	test_fill(buf, sizeof(buf), 3);
 	assert_int_equal(gs_fs_write(fs, nd, buf, sizeof(buf), 0), sizeof(buf));
