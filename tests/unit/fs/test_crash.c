@@ -25,6 +25,7 @@
 
 #define NTHREADS	2
 #define MAXFILES	4096
+#define PER_CYCLE	80	/* files per thread and cycle */
 
 enum { R_BEGIN = 1, R_ACK = 2 };
 enum { OP_CREATE = 1, OP_RENAME = 2, OP_UNLINK = 3 };
@@ -52,7 +53,7 @@ static uint64_t file_size(int cycle, int t, uint32_t i)
 {
 	uint64_t x = file_seed(cycle, t, i) * 0x2545f4914f6cdd1dULL;
 
-	return (x >> 20) % (300u << 10) + 1;
+	return (x >> 20) % (64u << 10) + 1;
 }
 
 static void name_of(char *buf, int t, uint32_t i, bool renamed)
@@ -74,11 +75,16 @@ static void *worker(void *arg)
 	bool renamed[MAXFILES] = { false };
 	bool gone[MAXFILES] = { false };
 	char name[64], name2[64];
-	uint8_t *buf = malloc(300u << 10);
+	uint8_t *buf = malloc(64u << 10);
 
+	/* bounded, so that cycles never fill the image: then wait for the kill */
 	for (uint32_t i = 0; i < MAXFILES; i++) {
 		struct gs_stat st;
 		uint64_t size = file_size(cycle_no, t, i);
+
+		if (i == PER_CYCLE)
+			for (;;)
+				pause();
 
 		test_fill(buf, size, file_seed(cycle_no, t, i));
 		name_of(name, t, i, false);
