@@ -22,12 +22,7 @@ while [ $i -lt ${CYCLES:-100} ]; do
 		gsnvme hold /dev/gstore-nvme0 >/tmp/hold.log 2>&1 &
 	fi
 	p=$!
-	n=0
-	while ! grep -q running /tmp/hold.log; do
-		n=$((n + 1))
-		[ $n -gt 1000 ] && { cat /tmp/hold.log; fail "cycle $i: client did not start"; }
-		usleep 10000
-	done
+	wait_for running /tmp/hold.log
 	echo "cycle $i: running $(cut -d" " -f1 /proc/uptime)"
 	usleep $(( (i % 4) * 30000 ))
 	if [ $((i % 3)) = 2 ]; then
@@ -51,7 +46,7 @@ for r in 1 2 3 4 5; do
 	gs_bind "$B" || fail "stress $r: bind"
 	gsnvme stress /dev/gstore-nvme0 8 30 >/tmp/stress.log 2>&1 &
 	p=$!
-	while ! grep -q running /tmp/stress.log; do usleep 10000; done
+	wait_for running /tmp/stress.log
 	usleep $((r * 150000))
 	echo "$B" >/sys/bus/pci/drivers/gstore_nvme/unbind || fail "stress $r: unbind"
 	kill -9 $p 2>/dev/null

@@ -21,7 +21,7 @@ gsnvme stress /dev/gstore-nvme0 4 3 || exit 1
 for i in 1 2 3 4 5; do
 	gsnvme hold /dev/gstore-nvme0 >/tmp/hold.log 2>&1 &
 	p=$!
-	while ! grep -q running /tmp/hold.log; do usleep 10000; done
+	wait_for running /tmp/hold.log
 	usleep 50000
 	kill -9 $p
 	wait $p 2>/dev/null

@@ -40,3 +40,16 @@ fail() {
 	echo "FAIL $*"
 	exit 1
 }
+
+# wait_for WORD FILE: until FILE (a client's output) says WORD; fail after 20 s
+wait_for() {
+	n=0
+	while ! grep -q "$1" "$2"; do
+		n=$((n + 1))
+		if [ $n -gt 2000 ]; then
+			cat "$2"
+			fail "no '$1' in $2"
+		fi
+		usleep 10000
+	done
+}
