@@ -197,6 +197,7 @@ int iget(struct gs_fs *fs, uint64_t ino, struct gs_inode **ipp)
 	}
 	ip->ino = ino;
 	ip->refs = 1;
+	ip->data_dirty = fs->evicted_dirty;
 	pthread_rwlock_init(&ip->rw, NULL);
 	ip->hnext = fs->ihash[h];
 	fs->ihash[h] = ip;
@@ -225,12 +226,18 @@ static void ihash_del(struct gs_fs *fs, struct gs_inode *ip)
 }
 
 /* Under fs->ns.  Freed objects leave memory with their last reference;
- * others stay cached (their maps are what makes reads cheap). */
+ * others stay cached (their maps are what makes reads cheap) until more
+ * than GS_ICACHE_MAX are: then unused ones go as they are released.  An
+ * in-memory inode holds nothing that is not in its table block already. */
 void iput(struct gs_fs *fs, struct gs_inode *ip)
 {
 	if (!ip)
 		return;
-	if (--ip->refs == 0 && ip->freed) {
+	if (--ip->refs == 0 && (ip->freed || (fs->icount > fs->icache_max && !ip->opens))) {
+		/* its data may still be dirty in the cache: whoever loads it
+		 * next must not read around the cache before that is flushed */
+		if (ip->data_dirty > fs->evicted_dirty)
+			fs->evicted_dirty = ip->data_dirty;
 		ihash_del(fs, ip);
 		inode_free_mem(ip);
 	}
@@ -533,6 +540,7 @@ static int new_inode(struct gs_fs *fs, uint32_t type, uint32_t mode, uint32_t ui
 	}
 	ip->ino = ino;
 	ip->refs = 1;
+	ip->data_dirty = fs->evicted_dirty;
 	pthread_rwlock_init(&ip->rw, NULL);
 	ip->m.type = type;
 	ip->m.mode = (mode & 07777) | (is_dirlike(type) ? S_IFDIR : S_IFREG);

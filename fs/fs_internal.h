@@ -54,6 +54,7 @@ static inline __le64 st64(uint64_t v) { return htole64(v); }
 #define GS_DEF_CACHE		(256ULL << 20)
 #define GS_DEF_LINE		(64u << 10)
 #define GS_COMMIT_INTERVAL_MS	5000	/* background commit of un-fsynced changes */
+#define GS_ICACHE_MAX		65536	/* in-memory inodes kept beyond current use */
 
 /* ---- superblock and layout (super.c, mkfs.c) ---- */
 
@@ -245,6 +246,8 @@ struct gs_fs {
 	uint32_t ihash_n;
 	struct gs_inode **ihash;
 	uint64_t icount;
+	uint64_t evicted_dirty;	/* highest data_dirty of an inode dropped from memory */
+	uint64_t icache_max;	/* GS_ICACHE_MAX; tests lower it */
 
 	uint32_t mhash_n;
 	struct mbuf **mhash;

@@ -350,6 +350,7 @@ int fs_open_common(struct gs_fs **fsp, const struct gs_fs_opts *o, bool for_fsck
 		goto close_q;
 	fs->line = gs_cache_line_size(fs->c);
 
+	fs->icache_max = GS_ICACHE_MAX;
 	fs->ihash_n = 4096;
 	fs->ihash = calloc(fs->ihash_n, sizeof(*fs->ihash));
 	fs->mhash_n = 8192;

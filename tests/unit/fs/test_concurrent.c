@@ -15,6 +15,7 @@
 #include <pthread.h>
 
 #include "fs_test.h"
+#include "fs/fs_internal.h"
 
 #define NT		4
 #define FILE_MAX	(512u << 10)
@@ -162,6 +163,7 @@ static void test_threads(void **state)
 	assert_int_equal(gs_fs_unmount(fs), 0);
 	assert_int_equal(gs_fs_fsck(img, GS_FSCK_FORCE, NULL, NULL), GS_FSCK_OK);
 	assert_int_equal(test_mount(&fs, img), 0);
+	fs->icache_max = 4;
 	for (int i = 0; i < NT; i++) {
 		assert_int_equal(gs_fs_getattr(fs, ths[i].ino, &st), 0);
 		assert_int_equal(st.size, ths[i].size);
@@ -181,9 +183,10 @@ static int setup(void **state)
 {
 	gs_set_log_func(test_log, NULL);
 	img = test_image_path("conc");
-	if (test_mkfs(img, 128u << 20, 4096))
+	if (test_mkfs(img, 128u << 20, 4096) || test_mount(&fs, img))
 		return -1;
-	return test_mount(&fs, img);
+	fs->icache_max = 4;	/* keep evicting and reloading inodes and maps */
+	return 0;
 }
 
 static int teardown(void **state)
