@@ -455,6 +455,34 @@ static void test_errors(void **state)
 	assert_int_equal(gs_fs_rmdir(fs, GS_ROOT_INO, "arrays"), -ENOTEMPTY);
 }
 
+static void test_rdonly(void **state)
+{
+	struct gs_fs *ro;
+	struct gs_fs_opts o = { .path = img, .flags = GS_FS_RDONLY, .cache_bytes = 8u << 20 };
+	struct gs_stat st;
+	uint64_t a = mk(arrays, "rof", GS_T_ARRAY);
+	char buf[8];
+
+	assert_int_equal(gs_fs_write(fs, a, "ro", 2, 0), 2);
+	/* a second mount of a mounted image is refused */
+	assert_int_equal(gs_fs_mount(&ro, &o), -EBUSY);
+	assert_int_equal(gs_fs_unmount(fs), 0);
+	if (gs_fs_mount(&ro, &o) == -EINVAL) {
+		o.flags |= GS_FS_BUFFERED;
+		assert_int_equal(gs_fs_mount(&ro, &o), 0);
+	}
+	assert_int_equal(gs_fs_lookup(ro, arrays, "rof", &st), 0);
+	assert_int_equal(gs_fs_read(ro, st.ino, buf, sizeof(buf), 0), 2);
+	assert_int_equal(gs_fs_write(ro, st.ino, "x", 1, 0), -EROFS);
+	assert_int_equal(gs_fs_create(ro, arrays, "n", GS_T_ARRAY, 0644, 0, 0, &st), -EROFS);
+	assert_int_equal(gs_fs_unlink(ro, arrays, "rof"), -EROFS);
+	assert_int_equal(gs_fs_setxattr(ro, st.ino, "user.a", "b", 1, 0), -EROFS);
+	assert_int_equal(gs_fs_open(ro, st.ino, O_RDWR), -EROFS);
+	assert_int_equal(gs_fs_fsync(ro, st.ino, 0), 0);
+	assert_int_equal(gs_fs_unmount(ro), 0);
+	assert_int_equal(test_mount(&fs, img), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -467,6 +495,7 @@ int main(void)
 		cmocka_unit_test(test_open_unlinked),
 		cmocka_unit_test(test_internal),
 		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_rdonly),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
