@@ -20,10 +20,12 @@
  * disk, a sparse producer) stops burning CPU on spinning.
  *
  * Busy.  With BATCH_MIN or more requests in flight a poller does not spin
- * (completions will wake it anyway) and sleeps until a fraction of them is
- * ready, at most BATCH_US: one wake-up, one round of deliveries and one
- * futex wake per cq for many requests.  It leaves sleepers clear then, so
- * producers do not kick; their requests wait at most BATCH_US.  Right after
+ * (completions will wake it anyway) and sleeps until a fraction of them
+ * (1/BATCH_DIV) is ready: one wake-up, one round of deliveries and one
+ * futex wake per cq for several requests.  No timeout (arming a timer costs
+ * more than the batching saves in a VM): the requests in flight bound the
+ * wait.  It leaves sleepers clear then, so producers do not kick; their
+ * requests wait for that fraction of completions.  Right after
  * waking a producer blocked on its cq, though, the next sleep is a normal
  * one (kicks welcome): that producer's refill comes within microseconds.
  *
@@ -54,7 +56,7 @@
 #define POLL_MIN_US	50		/* sleep bound with a GPU ring attached */
 #define POLL_MAX_US	2000
 #define RECHECK_US	50		/* sleep bound while a flush or cq post waits */
-/* busy: sleep until inflight / BATCH_DIV completions (<= BATCH_MAX) or BATCH_US */
+/* busy: sleep until inflight / BATCH_DIV completions (<= BATCH_MAX) */
 #ifndef BATCH_MIN	/* -D overrides: for experiments with gstore-bench */
 #define BATCH_MIN	16
 #endif
@@ -62,9 +64,6 @@
 #define BATCH_DIV	16
 #endif
 #define BATCH_MAX	32
-#ifndef BATCH_US
-#define BATCH_US	200
-#endif
 
 #define STAT_ADD(p, f, v) \
 	__atomic_store_n(&(p)->st.f, __atomic_load_n(&(p)->st.f, __ATOMIC_RELAXED) + (v), \
@@ -725,7 +724,9 @@ static void poller_loop(struct poller *p)
 		}
 		if (p->flushq || p->cqovf || p->nsub || stopping)
 			timeout = RECHECK_US;
-		if (p->idx >= q->min_pollers && timeout < 0)
+		/* an extra poller with nothing in flight wakes up to park in time */
+		if (p->idx >= q->min_pollers && timeout < 0 && quiet(p) &&
+		    now - idle_since < q->idle_ns)
 			timeout = (int64_t)(q->idle_ns - (now - idle_since)) / 1000 + 1;
 		/*
 		 * A producer we just woke will refill its slots within microseconds:
@@ -737,8 +738,6 @@ static void poller_loop(struct poller *p)
 			nr = p->inflight / BATCH_DIV;
 			if (nr > BATCH_MAX)
 				nr = BATCH_MAX;
-			if (timeout < 0 || timeout > BATCH_US)
-				timeout = BATCH_US;
 		}
 		if (nr == 1)
 			doze_start = now;
