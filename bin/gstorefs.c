@@ -30,7 +30,7 @@
 
 struct conf {
 	char *image;
-	char *cache, *line, *fault;
+	char *cache, *line, *fault, *backend;
 	unsigned pollers, qd, threads;
 	double timeout;
 	int ro, buffered, nonopts, helper;
@@ -47,6 +47,7 @@ static const struct fuse_opt gs_opts[] = {
 	OPT("threads=%u", threads, 0),
 	OPT("timeout=%lf", timeout, 0),
 	OPT("fault=%s", fault, 0),
+	OPT("backend=%s", backend, 0),
 	OPT("buffered", buffered, 1),
 	FUSE_OPT_KEY("ro", KEY_RO),
 	FUSE_OPT_KEY("rw", KEY_KEEP),
@@ -85,6 +86,7 @@ static void usage(FILE *f)
 		"  -o ro              read-only\n"
 		"  -o buffered        no O_DIRECT on the image (images on tmpfs)\n"
 		"  -o fault=SPEC      I/O fault injection for tests (gs_q_fault(3))\n"
+		"  -o backend=NAME    uring, nvme or uring-passthru (default: by device path)\n"
 		"\n"
 		"Always: default_permissions,nosuid,nodev (+allow_other when run by root).\n"
 		"  -f                 foreground      -d  debug (implies -f)\n"
@@ -250,6 +252,7 @@ static int parse_conf(struct conf *c, struct gs_fs_opts *fo)
 	fo->pollers = c->pollers;
 	fo->queue_depth = c->qd;
 	fo->fault = c->fault;
+	fo->backend = c->backend;
 	fo->flags = (c->ro ? GS_FS_RDONLY : 0) | (c->buffered ? GS_FS_BUFFERED : 0);
 	return 0;
 }

@@ -260,9 +260,9 @@ static int write_super(struct mkfs_ctx *m, const struct gs_mkfs_opts *o)
 	return ret;
 }
 
-static int open_dev(const char *path, uint64_t size, struct gs_q **qp)
+static int open_dev(const char *path, const char *backend, uint64_t size, struct gs_q **qp)
 {
-	struct gs_q_params p = { .backend = "uring", .path = path, .size = size };
+	struct gs_q_params p = { .backend = backend, .path = path, .size = size };
 	struct stat st;
 	int ret;
 
@@ -288,7 +288,7 @@ int gs_fs_mkfs(const char *path, const struct gs_mkfs_opts *o)
 		return -EINVAL;
 	if (!o)
 		o = &def;
-	ret = open_dev(path, o->size, &m.q);
+	ret = open_dev(path, o->backend, o->size, &m.q);
 	if (ret < 0) {
 		gs_err("mkfs: %s: %s", path, strerror(-ret));
 		return ret;

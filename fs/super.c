@@ -304,7 +304,7 @@ int fs_open_common(struct gs_fs **fsp, const struct gs_fs_opts *o, bool for_fsck
 		goto close_lock;
 	}
 
-	qp.backend = "uring";
+	qp.backend = o->backend;
 	qp.path = o->path;
 	qp.flags = (fs->rdonly ? GS_Q_RDONLY : 0) | (o->flags & GS_FS_BUFFERED ? GS_Q_BUFFERED : 0);
 	qp.queue_depth = o->queue_depth;

@@ -12,6 +12,20 @@ static const struct gs_backend_ops *const backends[] = {
 	&gs_backend_uring_passthru,
 };
 
+/*
+ * The backend a path asks for when the caller names none: the kernel
+ * module's queues for /dev/gstore-nvmeN, NVMe passthrough for the generic
+ * char device /dev/ngXnY, io_uring on the file or block device otherwise.
+ */
+const char *gs_backend_default(const char *path)
+{
+	if (path && !strncmp(path, "/dev/gstore-nvme", 16))
+		return "nvme";
+	if (path && !strncmp(path, "/dev/ng", 7))
+		return "uring-passthru";
+	return "uring";
+}
+
 const struct gs_backend_ops *gs_backend_find(const char *name)
 {
 	size_t i;

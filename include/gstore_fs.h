@@ -47,6 +47,7 @@ struct gs_mkfs_opts {
 	uint32_t journal_blocks; /* 0: automatic */
 	const char *label;
 	int force;		/* overwrite an existing gstore image */
+	const char *backend;	/* gs_q backend; NULL: chosen by path (gs_q_open(3)) */
 	uint64_t inodes;	/* 0: one per 128 KiB (at least 1024) */
 };
 int gs_fs_mkfs(const char *path, const struct gs_mkfs_opts *o);
@@ -64,6 +65,7 @@ struct gs_fs_opts {
 	uint32_t pollers;	/* max pollers, 0: 2 */
 	uint32_t queue_depth;	/* 0: 128 */
 	const char *fault;	/* gs_q fault-injection spec (tests) */
+	const char *backend;	/* gs_q backend; NULL: chosen by path (gs_q_open(3)) */
 };
 /* Open, check the superblock, replay the journal. */
 int gs_fs_mount(struct gs_fs **fsp, const struct gs_fs_opts *o);

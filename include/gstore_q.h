@@ -45,7 +45,8 @@ enum {
 };
 
 struct gs_q_params {
-	const char *backend;	/* "uring" (default), "nvme", "uring-passthru" */
+	const char *backend;	/* "uring", "nvme", "uring-passthru"; NULL: by path
+				 * (/dev/gstore-nvmeN: nvme, /dev/ngXnY: uring-passthru) */
 	const char *path;	/* image file, block device, /dev/ngXnY, /dev/gstore-nvmeN */
 	uint64_t size;		/* with GS_Q_CREATE: image size in bytes */
 	uint32_t flags;		/* GS_Q_* */
