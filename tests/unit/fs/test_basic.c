@@ -186,12 +186,56 @@ static void test_dirs(void **state)
 	assert_int_equal(gs_fs_unmount(fs), 0);
 }
 
+/* Other block sizes: the same operations, remount, fsck. */
+static void test_block_sizes(void **state)
+{
+	static const uint32_t sizes[] = { 8192, 16384, 65536 };
+	uint8_t *a = malloc(300000), *b = malloc(300000);
+
+	for (unsigned k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+		char *path = test_image_path("bs");
+		struct gs_fs *fs;
+		struct gs_stat st, d;
+		char name[32];
+
+		assert_int_equal(test_mkfs(path, 64u << 20, sizes[k]), 0);
+		assert_int_equal(test_mount(&fs, path), 0);
+		assert_int_equal(gs_fs_create(fs, GS_ROOT_INO, "d", GS_T_DIR, 0755, 0, 0, &d), 0);
+		for (int i = 0; i < 100; i++) {
+			sprintf(name, "file-%d", i);
+			assert_int_equal(gs_fs_create(fs, d.ino, name, GS_T_ARRAY, 0644, 0, 0, &st), 0);
+			test_fill(a, 3000 + i, i);
+			assert_int_equal(gs_fs_write(fs, st.ino, a, 3000 + i, i * 777), 3000 + i);
+			assert_int_equal(gs_fs_setxattr(fs, st.ino, "user.x", name, strlen(name), 0), 0);
+		}
+		test_fill(a, 300000, 42);
+		assert_int_equal(gs_fs_write(fs, st.ino, a, 300000, 12345), 300000);
+		assert_int_equal(gs_fs_unmount(fs), 0);
+		assert_int_equal(gs_fs_fsck(path, GS_FSCK_FORCE, NULL, NULL), GS_FSCK_OK);
+		assert_int_equal(test_mount(&fs, path), 0);
+		assert_int_equal(gs_fs_lookup(fs, d.ino, "file-99", &st), 0);
+		assert_int_equal(gs_fs_read(fs, st.ino, b, 300000, 12345), 300000);
+		assert_memory_equal(a, b, 300000);
+		for (int i = 0; i < 100; i += 2) {
+			sprintf(name, "file-%d", i);
+			assert_int_equal(gs_fs_unlink(fs, d.ino, name), 0);
+		}
+		assert_int_equal(gs_fs_unmount(fs), 0);
+		assert_int_equal(gs_fs_fsck(path, GS_FSCK_FORCE, NULL, NULL), GS_FSCK_OK);
+		unlink(path);
+		free(path);
+	}
+	free(a);
+	free(b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_mkfs_mount_root),
 		cmocka_unit_test(test_create_rw),
 		cmocka_unit_test(test_dirs),
+		cmocka_unit_test(test_block_sizes),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
