@@ -391,6 +391,23 @@ int alloc_free(struct gs_fs *fs, uint64_t blk, uint64_t len)
 	return fext_add(&fs->j.tx_frees, blk, len);
 }
 
+/*
+ * Directory and xattr blocks may use the metadata reserve down to
+ * GS_MAP_HEADROOM blocks; those last ones are kept for extent-map updates,
+ * which cannot be undone halfway (alloc_map_room() checks before one).
+ */
+int alloc_soft_meta_block(struct gs_fs *fs, uint64_t goal, uint64_t *blk)
+{
+	if (fs->al.nfree <= GS_MAP_HEADROOM)
+		return -ENOSPC;
+	return alloc_meta_block(fs, goal, blk);
+}
+
+bool alloc_map_room(const struct gs_fs *fs)
+{
+	return fs->al.nfree >= GS_MAP_HEADROOM;
+}
+
 int alloc_meta_block(struct gs_fs *fs, uint64_t goal, uint64_t *blk)
 {
 	uint64_t got;

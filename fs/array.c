@@ -746,7 +746,7 @@ int dir_block_add(struct gs_fs *fs, struct gs_inode *ip, uint64_t *pblk)
 	prev = xmap_prev(&ip->map, bidx);
 	if (prev)
 		goal = prev->pblk + prev->len;
-	ret = alloc_meta_block(fs, goal, pblk);
+	ret = alloc_soft_meta_block(fs, goal, pblk);
 	if (ret < 0)
 		return ret;
 	e = (struct gs_ext){ bidx, *pblk, 1, 0 };
@@ -1068,6 +1068,8 @@ static ssize_t write_once(struct gs_fs *fs, uint64_t ino, const void *buf, size_
 		ret = write_seg(fs, &s.v[i], buf, off, end, tmp);
 	mark_data_dirty(fs, ip);
 	pthread_mutex_lock(&fs->ns);
+	if (!ret && meta && !alloc_map_room(fs))
+		ret = -ENOSPC;	/* the map update could not finish: change nothing */
 	if (ret < 0) {
 		unreserve_new(fs, &s);
 		pthread_mutex_unlock(&fs->ns);
@@ -1170,6 +1172,14 @@ static int fallocate_once(struct gs_fs *fs, uint64_t ino, int mode, uint64_t off
 	if (mode & FALLOC_FL_PUNCH_HOLE) {
 		uint64_t a = (off + fs->bs - 1) >> fs->bshift, b = end >> fs->bshift;
 		uint64_t hb = (off | (fs->bs - 1)) + 1;
+		bool inside = false;
+		const struct gs_ext *e = xmap_lookup(&ip->map, a, &inside);
+
+		/* only splitting an extent in two can need a new map block */
+		if (b > a && e && inside && e->lblk < a && ext_end(e) > b && !alloc_map_room(fs)) {
+			ret = -ENOSPC;
+			goto unlock;
+		}
 
 		if (b > a)
 			ret = xmap_remove(fs, ip, a, b - a, true);
@@ -1184,6 +1194,10 @@ static int fallocate_once(struct gs_fs *fs, uint64_t ino, int mode, uint64_t off
 		itouch(ip, true, true);
 	} else {
 		ret = plan(fs, ip, off >> fs->bshift, (end + fs->bs - 1) >> fs->bshift, true, &s);
+		if (!ret && !alloc_map_room(fs)) {
+			unreserve_new(fs, &s);
+			ret = -ENOSPC;
+		}
 		if (ret < 0)
 			goto unlock;	/* ENOSPC: nothing reserved, nothing changed */
 		ret = apply_segs(fs, ip, &s, GS_EXT_UNWRITTEN);
@@ -1290,6 +1304,10 @@ static int alloc_extent_once(struct gs_fs *fs, uint64_t ino, uint64_t off, uint6
 			ret = alloc_reserve_aligned(fs, goal, n, fs->line >> fs->bshift, &blk);
 		else
 			ret = alloc_reserve(fs, goal, n, false, true, &blk, &got);
+	}
+	if (!ret && !alloc_map_room(fs)) {
+		alloc_unreserve(fs, blk, n);
+		ret = -ENOSPC;
 	}
 	if (ret < 0)
 		goto unlock;

@@ -316,6 +316,10 @@ int alloc_commit(struct gs_fs *fs, uint64_t blk, uint64_t len);
 int alloc_free(struct gs_fs *fs, uint64_t blk, uint64_t len);
 /* One metadata block: reserve + commit. */
 int alloc_meta_block(struct gs_fs *fs, uint64_t goal, uint64_t *blk);
+int alloc_soft_meta_block(struct gs_fs *fs, uint64_t goal, uint64_t *blk);
+/* Enough free blocks for the worst extent-map update (leaf split + index)? */
+bool alloc_map_room(const struct gs_fs *fs);
+#define GS_MAP_HEADROOM	(2 * 8 + 2)	/* depth 8: a leaf and a node per level */
 void alloc_release_pending(struct gs_fs *fs, struct fextlist *l);
 int alloc_inode(struct gs_fs *fs, uint64_t *ino);
 int free_inode_bit(struct gs_fs *fs, uint64_t ino);

@@ -117,7 +117,7 @@ static int xa_store(struct gs_fs *fs, struct gs_inode *ip, struct xa *v, int n)
 		off += len;
 	}
 	if (!blk) {
-		ret = alloc_meta_block(fs, fs->l.itable_start, &blk);
+		ret = alloc_soft_meta_block(fs, fs->l.itable_start, &blk);
 		if (ret < 0) {
 			free(img);
 			return ret;

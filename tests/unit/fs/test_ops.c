@@ -330,6 +330,22 @@ static void test_enospc(void **state)
 		assert_int_equal(gs_fs_create(sfs, GS_ROOT_INO, name, GS_T_ARRAY, 0644, 0, 0, NULL),
 				 0);
 	}
+	/* exhaust the metadata reserve too: names and xattrs fail cleanly, the
+	 * filesystem does not stop (no EIO) */
+	for (int i = 0; i < 5000; i++) {
+		char name[96];
+		struct gs_stat xs;
+
+		sprintf(name, "meta-%d-with-a-long-name-to-fill-directory-blocks", i);
+		r = gs_fs_create(sfs, GS_ROOT_INO, name, GS_T_ARRAY, 0644, 0, 0, &xs);
+		if (!r)
+			r = gs_fs_setxattr(sfs, xs.ino, "user.pad", name, strlen(name), 0);
+		if (r)
+			break;
+	}
+	assert_int_equal(r, -ENOSPC);
+	assert_int_equal(gs_fs_write(sfs, ino, buf, 4096, written + (1 << 20)), -ENOSPC);
+	assert_int_equal(gs_fs_fallocate(sfs, ino, 0, written, 1 << 20), -ENOSPC);
 	assert_int_equal(gs_fs_fsync(sfs, ino, 0), 0);
 	assert_int_equal(gs_fs_unmount(sfs), 0);
 	assert_int_equal(test_mount(&sfs, small), 0);
