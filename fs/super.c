@@ -448,11 +448,13 @@ int gs_fs_unmount(struct gs_fs *fs)
 	jnl_stop_thread(fs);
 	if (!fs->rdonly && !fs->error) {
 		ret = jnl_sync(fs, true);
-		if (!ret)
-			ret = jnl_checkpoint(fs);
-		if (!ret && !fs->error) {
+		if (!ret) {
+			/* the checkpoint empties the journal and writes both
+			 * superblocks after its flush: they carry the clean flag */
+			pthread_mutex_lock(&fs->ns);
 			fs->sb.state = st32(ld32(fs->sb.state) | GS_STATE_CLEAN);
-			ret = sb_write(fs);
+			pthread_mutex_unlock(&fs->ns);
+			ret = jnl_checkpoint(fs);
 		}
 	} else if (!fs->rdonly && fs->error) {
 		ret = fs->error;
