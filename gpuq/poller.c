@@ -26,8 +26,10 @@
  * more than the batching saves in a VM): the requests in flight bound the
  * wait.  It leaves sleepers clear then, so producers do not kick; their
  * requests wait for that fraction of completions.  Right after
- * waking a producer blocked on its cq, though, the next sleep is a normal
- * one (kicks welcome): that producer's refill comes within microseconds.
+ * waking a producer blocked on its cq, though, the poller spins (within its
+ * adaptive window) and then sleeps kickable until the refill arrives: it
+ * comes within microseconds, and made to wait for the next batch it would
+ * leave the device with fewer requests in flight.
  *
  * Scaling (CAM's dynamic core adjustment).  Pollers [0, min_pollers) never
  * park.  A poller that finds its queue full while rings still hold requests
@@ -700,7 +702,8 @@ static void poller_loop(struct poller *p)
 		doze_start = 0;
 		if (stopping && quiet(p))
 			break;
-		if (now - idle_since < spin && p->inflight < BATCH_MIN) {
+		/* busy pollers spin only while a refill is due (see "Busy" above) */
+		if (now - idle_since < spin && (p->inflight < BATCH_MIN || p->refill)) {
 			spinning = 1;
 			gs_cpu_relax();
 			continue;
