@@ -282,6 +282,7 @@ int bench_io(int argc, char **argv)
 	struct worker *w;
 	struct gs_q *q;
 	uint64_t ios0 = 0, ios1 = 0, errors = 0, total = 0, *hist, depth_sum = 0, nsamples = 0;
+	uint64_t sq_sum = 0, cq_sum = 0;
 	double t0, t1, c0, c1, secs, iops, cpu_io;
 	unsigned i, j;
 	int ret;
@@ -346,6 +347,13 @@ int bench_io(int argc, char **argv)
 		usleep(1000);
 		gs_q_get_stats(q, &s);
 		depth_sum += s.inflight;
+		for (i = 0; i < o.threads; i++) {
+			struct gs_ring *r = w[i].ring;
+
+			sq_sum += gs_sq_pending(r);
+			cq_sum += __atomic_load_n(&r->cq_tail, __ATOMIC_RELAXED) -
+				  __atomic_load_n(&r->cq_head, __ATOMIC_RELAXED);
+		}
 		nsamples++;
 	}
 	for (i = 0; i < o.threads; i++)
@@ -380,8 +388,11 @@ int bench_io(int argc, char **argv)
 	if (hist && total)
 		printf("  latency us: p50 %.1f  p99 %.1f  p99.9 %.1f\n", pct(hist, total, 50),
 		       pct(hist, total, 99), pct(hist, total, 99.9));
-	printf("  in the device: %.1f requests on average (of %u queued)\n",
-	       nsamples ? (double)depth_sum / nsamples : 0.0, o.qd * o.threads);
+	if (nsamples)
+		printf("  where the %u requests are, on average: %.1f in the backend, %.1f queued in "
+		       "rings, %.1f completed in cqs, the rest with the producers\n",
+		       o.qd * o.threads, (double)depth_sum / nsamples, (double)sq_sum / nsamples,
+		       (double)cq_sum / nsamples);
 	printf("  CPU %.2f us per I/O (%.0f%% of a core), %.2f submit calls and %.3f sleeps per I/O\n",
 	       cpu_io, 100.0 * (c1 - c0) / secs,
 	       (double)(st1.submits - st0.submits) / (ios1 - ios0),
