@@ -71,10 +71,22 @@ ex = sys.argv[1]
 rng = np.random.default_rng(42)
 np.save(ex + "/matrix.npy", rng.standard_normal((1024, 1024), dtype=np.float32))
 np.arange(1_000_000, dtype=np.int32).tofile(ex + "/ramp.raw")
+# a small undirected graph (SNAP-style edge list) and a 3-D space
+with open(ex + "/ring.txt", "w") as f:
+    f.write("# a ring of 1000 vertices with chords\n")
+    for v in range(1000):
+        f.write(f"{v}\t{(v + 1) % 1000}\n")
+        if v % 10 == 0:
+            f.write(f"{v}\t{(v * 7 + 3) % 1000}\n")
+np.save(ex + "/cube.npy", np.arange(64 * 64 * 64, dtype=np.float64).reshape(64, 64, 64))
 EOF
 run "$BIN/gstore" import array matrix "$EX/matrix.npy" --image "$IMG" --force
 run "$BIN/gstore" import array ramp "$EX/ramp.raw" --image "$IMG" --force \
 	--dtype int32 --shape 1000,1000
+run "$BIN/gstore" import graph ring "$EX/ring.txt" --image "$IMG" --undirected --force
+if ! "$BIN/gstore" nd info cube --image "$IMG" >/dev/null 2>&1; then
+	run "$BIN/gstore" nd import cube "$EX/cube.npy" --image "$IMG"
+fi
 
 if [[ $can_mount == 0 ]]; then
 	bold "Done (no mount here). Try: $BIN/gstore stat $IMG"
@@ -101,6 +113,12 @@ print("a[:2, :4] =\n", a[:2, :4])
 print("mean %.6f, equal to the original .npy: %s" % (a.mean(), bool((a == np.load(orig)).all())))
 EOF
 
+bold "6. A graph and an N-D space, as files"
+run cat "$MNT/graph/ring/info"
+run cat "$MNT/graph/ring/v10/neighbors.txt"
+printf '$ %s\n' "python3: np.load('$MNT/nd/cube/slice/0:2,5:7,0:4.npy')"
+"$PY" -c "import numpy as np; print(np.load('$MNT/nd/cube/slice/0:2,5:7,0:4.npy'))"
+
 G="$BIN/gstore"
 [[ $(command -v gstore 2>/dev/null) == "$BIN/gstore" ]] && G=gstore
 cat <<EOF
@@ -113,6 +131,9 @@ Mounted $IMG at $MNT.  Things to try:
   $G stat $MNT
   $G import array NAME FILE.npy --mount $MNT
   $G export array matrix /tmp/matrix.npy --npy --mount $MNT
+  cat $MNT/graph/ring/v123/neighbors.txt      a vertex's neighbours (one page read)
+  $G graph bfs ring --image $IMG          (unmounted) BFS over the stored graph
+  python3 -c "import numpy as np; print(np.load('$MNT/nd/cube/as/4096x64.npy').shape)"
   man -l $ROOT/man/man7/gstore.7           the overview (man pages: man/)
 Unmount:  fusermount3 -u $MNT   (or: umount $MNT as root)
 Check:    $G fsck -n $IMG        (once unmounted)
