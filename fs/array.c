@@ -913,7 +913,7 @@ static void unreserve_new(struct gs_fs *fs, struct segv *s)
  * for the holes.  Under fs->ns.  On failure nothing stays reserved.
  */
 static int plan(struct gs_fs *fs, struct gs_inode *ip, uint64_t b0, uint64_t b1,
-		bool holes_unwritten, struct segv *s)
+		struct segv *s)
 {
 	uint64_t lb = b0, goal;
 	const struct gs_ext *prev = xmap_prev(&ip->map, b0);
@@ -950,7 +950,6 @@ static int plan(struct gs_fs *fs, struct gs_inode *ip, uint64_t b0, uint64_t b1,
 			lb += got;
 		}
 	}
-	(void)holes_unwritten;
 	if (ret < 0) {
 		unreserve_new(fs, s);
 		s->n = 0;
@@ -1055,7 +1054,7 @@ static ssize_t write_once(struct gs_fs *fs, uint64_t ino, const void *buf, size_
 	b0 = off >> fs->bshift;
 	b1 = (end + fs->bs - 1) >> fs->bshift;
 	pthread_mutex_lock(&fs->ns);
-	ret = ip->freed ? -ENOENT : plan(fs, ip, b0, b1, false, &s);
+	ret = ip->freed ? -ENOENT : plan(fs, ip, b0, b1, &s);
 	pthread_mutex_unlock(&fs->ns);
 	if (ret < 0)
 		goto unlock;
@@ -1193,7 +1192,7 @@ static int fallocate_once(struct gs_fs *fs, uint64_t ino, int mode, uint64_t off
 		}
 		itouch(ip, true, true);
 	} else {
-		ret = plan(fs, ip, off >> fs->bshift, (end + fs->bs - 1) >> fs->bshift, true, &s);
+		ret = plan(fs, ip, off >> fs->bshift, (end + fs->bs - 1) >> fs->bshift, &s);
 		if (!ret && !alloc_map_room(fs)) {
 			unreserve_new(fs, &s);
 			ret = -ENOSPC;

@@ -156,7 +156,6 @@ static int write_itable(struct mkfs_ctx *m)
 {
 	uint32_t bs = m->l.bs;
 	uint32_t per = MKFS_CHUNK / bs;
-	uint32_t ipb = (bs - GS_ITABLE_OFF) / GS_INODE_SIZE;
 
 	for (uint64_t b = 0; b < m->l.itable_blocks; b += per) {
 		uint32_t cnt = m->l.itable_blocks - b < per ? m->l.itable_blocks - b : per;
@@ -182,7 +181,6 @@ static int write_itable(struct mkfs_ctx *m)
 				for (int i = 2; i <= 4; i++)
 					mk_inode(d + i, GS_T_DIR, S_IFDIR | 0755, 2, GS_ROOT_INO, 0,
 						 m->now);
-				(void)ipb;
 			}
 			gs_blk_seal(blk, bs);
 		}

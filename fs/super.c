@@ -22,7 +22,6 @@
 
 uint32_t gs_blk_crc(const void *blk, uint32_t bs)
 {
-	const struct gs_dblk *h = blk;
 	static const uint8_t zero[4];
 	uint32_t crc;
 
@@ -30,7 +29,6 @@ uint32_t gs_blk_crc(const void *blk, uint32_t bs)
 	crc = gs_crc32c(crc, zero, 4);
 	return gs_crc32c(crc, (const uint8_t *)blk + offsetof(struct gs_dblk, blkno),
 			 bs - offsetof(struct gs_dblk, blkno));
-	(void)h;
 }
 
 void gs_blk_seal(void *blk, uint32_t bs)

@@ -174,24 +174,38 @@ unlock:
 	return ret;
 }
 
-static int setxattr_once(struct gs_fs *fs, uint64_t ino, const char *name, const void *val,
-			 size_t size, int flags)
+/* Load an object's attributes into @v, pointing into a private copy of the
+ * block (*copy), since xa_store() rewrites the block itself. */
+static int xa_load_copy(struct gs_fs *fs, struct gs_inode *ip, struct xa *v, uint8_t **copy)
 {
-	size_t nlen = name ? strlen(name) : 0;
+	struct mbuf *m;
+	int n = xa_load(fs, ip, v, &m);
+
+	*copy = NULL;
+	if (n <= 0 || !m)
+		return n;
+	*copy = malloc(fs->bs);
+	if (!*copy)
+		return -ENOMEM;
+	memcpy(*copy, m->data, fs->bs);
+	for (int k = 0; k < n; k++) {
+		v[k].name = *copy + (v[k].name - m->data);
+		v[k].value = *copy + (v[k].value - m->data);
+	}
+	return n;
+}
+
+/* Set (or with @remove, remove) one attribute. */
+static int xattr_change(struct gs_fs *fs, uint64_t ino, const char *name, const void *val,
+			size_t size, int flags, bool remove)
+{
 	struct xa *v;
 	struct gs_inode *ip;
-	struct mbuf *m;
 	uint8_t *copy = NULL;
 	int n, i, ret = fs_check_rw(fs);
 
 	if (ret < 0)
 		return ret;
-	if (!nlen || nlen > 255)
-		return nlen ? -ERANGE : -EINVAL;
-	if (size > fs->bs - GS_XATTR_OFF - 4 - nlen)
-		return -E2BIG;
-	if (flags & ~(XATTR_CREATE | XATTR_REPLACE))
-		return -EINVAL;
 	v = malloc((xa_max(fs) + 1) * sizeof(*v));
 	if (!v)
 		return -ENOMEM;
@@ -200,49 +214,44 @@ static int setxattr_once(struct gs_fs *fs, uint64_t ino, const char *name, const
 	ret = iget(fs, ino, &ip);
 	if (ret < 0)
 		goto unlock;
-	n = xa_load(fs, ip, v, &m);
+	n = xa_load_copy(fs, ip, v, &copy);
 	if (n < 0) {
 		ret = n;
 		goto put;
 	}
-	/* entries point into the block buffer that xa_store rewrites: copy it */
-	if (m) {
-		copy = malloc(fs->bs);
-		if (!copy) {
-			ret = -ENOMEM;
+	i = xa_find(v, n, name);
+	if (remove) {
+		if (i < 0) {
+			ret = -ENODATA;
 			goto put;
 		}
-		memcpy(copy, m->data, fs->bs);
-		for (int k = 0; k < n; k++) {
-			v[k].name = copy + (v[k].name - m->data);
-			v[k].value = copy + (v[k].value - m->data);
+		v[i] = v[--n];
+	} else {
+		if (i >= 0 && (flags & XATTR_CREATE)) {
+			ret = -EEXIST;
+			goto put;
 		}
+		if (i < 0 && (flags & XATTR_REPLACE)) {
+			ret = -ENODATA;
+			goto put;
+		}
+		if (i < 0)
+			i = n++;
+		if ((uint32_t)n > xa_max(fs)) {
+			ret = -ENOSPC;
+			goto put;
+		}
+		v[i].name = (const uint8_t *)name;
+		v[i].name_len = strlen(name);
+		v[i].value = val;
+		v[i].value_len = size;
 	}
-	i = xa_find(v, n, name);
-	if (i >= 0 && (flags & XATTR_CREATE)) {
-		ret = -EEXIST;
-		goto put;
-	}
-	if (i < 0 && (flags & XATTR_REPLACE)) {
-		ret = -ENODATA;
-		goto put;
-	}
-	if (i < 0)
-		i = n++;
-	if ((uint32_t)n > xa_max(fs)) {
-		ret = -ENOSPC;
-		goto put;
-	}
-	v[i].name = (const uint8_t *)name;
-	v[i].name_len = nlen;
-	v[i].value = val;
-	v[i].value_len = size;
-	ret = xa_store(fs, ip, v, n);
+	ret = xa_store(fs, ip, v, n);	/* fails before changing anything */
 	if (!ret) {
 		itouch(ip, false, true);
 		ret = iwrite(fs, ip);
 		if (ret < 0)
-			fs_fail(fs, ret, "setxattr");
+			fs_fail(fs, ret, "xattr");
 	}
 put:
 	iput(fs, ip);
@@ -251,6 +260,20 @@ unlock:
 	free(copy);
 	free(v);
 	return ret;
+}
+
+static int setxattr_once(struct gs_fs *fs, uint64_t ino, const char *name, const void *val,
+			 size_t size, int flags)
+{
+	size_t nlen = name ? strlen(name) : 0;
+
+	if (!nlen || nlen > 255)
+		return nlen ? -ERANGE : -EINVAL;
+	if (size > fs->bs - GS_XATTR_OFF - 4 - nlen)
+		return -E2BIG;
+	if (flags & ~(XATTR_CREATE | XATTR_REPLACE))
+		return -EINVAL;
+	return xattr_change(fs, ino, name, val, size, flags, false);
 }
 
 int gs_fs_listxattr(struct gs_fs *fs, uint64_t ino, char *list, size_t size)
@@ -298,57 +321,9 @@ unlock:
 
 int gs_fs_removexattr(struct gs_fs *fs, uint64_t ino, const char *name)
 {
-	struct xa *v;
-	struct gs_inode *ip;
-	struct mbuf *m;
-	uint8_t *copy = NULL;
-	int n, i, ret = fs_check_rw(fs);
-
-	if (ret < 0)
-		return ret;
-	v = malloc(xa_max(fs) * sizeof(*v));
-	if (!v)
-		return -ENOMEM;
-	jnl_op_begin(fs);
-	pthread_mutex_lock(&fs->ns);
-	ret = iget(fs, ino, &ip);
-	if (ret < 0)
-		goto unlock;
-	n = xa_load(fs, ip, v, &m);
-	if (n < 0) {
-		ret = n;
-		goto put;
-	}
-	i = xa_find(v, n, name);
-	if (i < 0) {
-		ret = -ENODATA;
-		goto put;
-	}
-	copy = malloc(fs->bs);
-	if (!copy) {
-		ret = -ENOMEM;
-		goto put;
-	}
-	memcpy(copy, m->data, fs->bs);
-	for (int k = 0; k < n; k++) {
-		v[k].name = copy + (v[k].name - m->data);
-		v[k].value = copy + (v[k].value - m->data);
-	}
-	v[i] = v[--n];
-	ret = xa_store(fs, ip, v, n);
-	if (!ret) {
-		itouch(ip, false, true);
-		ret = iwrite(fs, ip);
-	}
-	if (ret < 0)
-		fs_fail(fs, ret, "removexattr");
-put:
-	iput(fs, ip);
-unlock:
-	pthread_mutex_unlock(&fs->ns);
-	free(copy);
-	free(v);
-	return ret;
+	if (!name || !*name)
+		return -EINVAL;
+	return xattr_change(fs, ino, name, NULL, 0, 0, true);
 }
 
 /* The parser alone, on a block image (fuzzing): entries or -EUCLEAN. */

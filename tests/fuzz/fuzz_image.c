@@ -69,7 +69,7 @@ static void build_golden(void)
 	struct gs_mkfs_opts mo = { .size = IMG_BYTES, .force = 1 };
 	struct gs_fs *fs;
 	struct gs_stat arr, st;
-	char name[32], buf[64];
+	char name[32];
 	uint64_t in;
 	pid_t pid;
 	int fd, status;
@@ -134,7 +134,6 @@ static void build_golden(void)
 		in = patch_span;	/* plus the first data blocks (dir, tree, xattr blocks) */
 		patch_span = in + 64 * BS < IMG_BYTES ? in + 64 * BS : IMG_BYTES;
 	}
-	(void)buf;
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
