@@ -541,8 +541,10 @@ int gs_fs_stats_text(struct gs_fs *fs, char *buf, size_t size)
 {
 	struct gs_q_stats qs;
 	struct gs_cache_stats cs;
+	struct gs_q_geom g = {0};
 	int n;
 
+	gs_q_geometry(fs->q, &g);
 	gs_q_get_stats(fs->q, &qs);
 	gs_cache_get_stats(fs->c, &cs);
 #define LD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
@@ -553,6 +555,7 @@ int gs_fs_stats_text(struct gs_fs *fs, char *buf, size_t size)
 		     "q_errors: %" PRIu64 "\n"
 		     "q_submits: %" PRIu64 "\n"
 		     "q_inflight: %u\n"
+		     "q_queue_depth: %u\n"
 		     "q_pollers_active: %u\n"
 		     "q_pollers_max: %u\n"
 		     "q_rings: %u\n"
@@ -576,7 +579,7 @@ int gs_fs_stats_text(struct gs_fs *fs, char *buf, size_t size)
 		     "journal_commits: %" PRIu64 "\n"
 		     "journal_blocks_logged: %" PRIu64 "\n"
 		     "journal_checkpoints: %" PRIu64 "\n",
-		     qs.reqs, qs.read_bytes, qs.write_bytes, qs.errors, qs.submits, qs.inflight,
+		     qs.reqs, qs.read_bytes, qs.write_bytes, qs.errors, qs.submits, qs.inflight, g.queue_depth,
 		     qs.active_pollers, qs.max_pollers, qs.rings, cs.hits, cs.misses, cs.coalesced,
 		     cs.reads, cs.writebacks, cs.evictions, cs.readahead, cs.errors, cs.lines,
 		     cs.dirty, cs.pinned, LD(fs->n_reads), LD(fs->n_read_bytes),
