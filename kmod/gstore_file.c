@@ -16,6 +16,7 @@
 #include <linux/nospec.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
+#include <linux/vmalloc.h>
 #include <linux/version.h>
 
 #include "gstore_nvme.h"
@@ -529,9 +530,32 @@ static long gstore_ioctl(struct file *file, unsigned int cmd, unsigned long uarg
 
 /* ---- mmap ---- */
 
-static vm_fault_t gstore_vm_sigbus(struct vm_fault *vmf)
+/*
+ * Both kinds of mapping are VM_PFNMAP and filled by their fault handler
+ * (vmf_insert_pfn), never by remap_pfn_range() at mmap time: a remapped vma
+ * carries VM_PAT, and zapping one with unmap_mapping_range() (device
+ * removal) leaves VM_PAT behind on this kernel, so the process's later
+ * munmap or exit WARNs in untrack_pfn().  The handlers check under the file
+ * lock that the file is alive, so nothing is mapped again after removal.
+ */
+static vm_fault_t region_vm_fault(struct vm_fault *vmf)
 {
-	return VM_FAULT_SIGBUS;	/* only after the device went away (zapped) */
+	struct vm_area_struct *vma = vmf->vma;
+	struct gstore_file *f = vma->vm_file->private_data;
+	struct gstore_region *r = vma->vm_private_data;
+	u64 off = (u64)vmf->pgoff << PAGE_SHIFT;	/* from the region's start */
+	vm_fault_t ret = VM_FAULT_SIGBUS;
+	unsigned long pfn;
+	void *cpu;
+
+	mutex_lock(&f->lock);
+	if (!f->dead && !r->mem_freed && off < r->size) {
+		cpu = (char *)r->cpu + off;
+		pfn = is_vmalloc_addr(cpu) ? vmalloc_to_pfn(cpu) : PHYS_PFN(virt_to_phys(cpu));
+		ret = vmf_insert_pfn(vma, vmf->address, pfn);
+	}
+	mutex_unlock(&f->lock);
+	return ret;
 }
 
 static void region_vm_open(struct vm_area_struct *vma)
@@ -551,11 +575,25 @@ static void region_vm_close(struct vm_area_struct *vma)
 static const struct vm_operations_struct region_vm_ops = {
 	.open = region_vm_open,
 	.close = region_vm_close,
-	.fault = gstore_vm_sigbus,
+	.fault = region_vm_fault,
 };
 
+static vm_fault_t db_vm_fault(struct vm_fault *vmf)
+{
+	struct vm_area_struct *vma = vmf->vma;
+	struct gstore_file *f = vma->vm_file->private_data;
+	u64 off = ((u64)vmf->pgoff << PAGE_SHIFT) - GSTORE_MMAP_DB;	/* in BAR0 */
+	vm_fault_t ret = VM_FAULT_SIGBUS;
+
+	mutex_lock(&f->lock);
+	if (!f->dead && off < f->gd->bar_len)
+		ret = vmf_insert_pfn(vma, vmf->address, (f->gd->bar_phys + off) >> PAGE_SHIFT);
+	mutex_unlock(&f->lock);
+	return ret;
+}
+
 static const struct vm_operations_struct db_vm_ops = {
-	.fault = gstore_vm_sigbus,
+	.fault = db_vm_fault,
 };
 
 static int mmap_db(struct gstore_file *f, struct vm_area_struct *vma, u64 off, u64 len)
@@ -573,10 +611,9 @@ static int mmap_db(struct gstore_file *f, struct vm_area_struct *vma, u64 off, u
 	return -EINVAL;	/* only doorbell pages of this file's queues */
 found:
 	vma->vm_page_prot = pgprot_noncached(vma->vm_page_prot);
-	set_vm_flags(vma, VM_IO | VM_DONTEXPAND | VM_DONTDUMP | VM_DONTCOPY);
+	set_vm_flags(vma, VM_IO | VM_PFNMAP | VM_DONTEXPAND | VM_DONTDUMP | VM_DONTCOPY);
 	vma->vm_ops = &db_vm_ops;
-	return io_remap_pfn_range(vma, vma->vm_start, (gd->bar_phys + off) >> PAGE_SHIFT, len,
-				  vma->vm_page_prot);
+	return 0;
 }
 
 static int mmap_dma(struct gstore_file *f, struct vm_area_struct *vma, u64 off, u64 len)
@@ -584,16 +621,12 @@ static int mmap_dma(struct gstore_file *f, struct vm_area_struct *vma, u64 off, 
 	u32 handle = off >> GSTORE_MMAP_REGION_SHIFT;
 	u64 roff = off & ((1ull << GSTORE_MMAP_REGION_SHIFT) - 1);
 	struct gstore_region *r = idr_find(&f->regions, handle);
-	int ret;
 
 	if (!r || r->type != GSTORE_REG_DMA || roff >= r->size || len > r->size - roff)
 		return -EINVAL;
-	/* dma_mmap_coherent() takes vm_pgoff as the offset into the buffer */
+	/* from here vm_pgoff counts pages from the region's start */
 	vma->vm_pgoff = roff >> PAGE_SHIFT;
-	set_vm_flags(vma, VM_DONTEXPAND | VM_DONTDUMP | VM_DONTCOPY);
-	ret = dma_mmap_coherent(&f->gd->pdev->dev, vma, r->cpu, r->dma, r->size);
-	if (ret)
-		return ret;
+	set_vm_flags(vma, VM_PFNMAP | VM_DONTEXPAND | VM_DONTDUMP | VM_DONTCOPY);
 	kref_get(&r->ref);
 	vma->vm_private_data = r;
 	vma->vm_ops = &region_vm_ops;
