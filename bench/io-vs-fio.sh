@@ -17,7 +17,8 @@
 # Env: SIZE (2G) file size when it has to be created (filled with random
 # data), RUNS (5), RUNTIME (10 s), WARMUP (2 s), QD (64), THREADS (1: fio
 # --numjobs matches), POLLERS (1), B (build dir), GSTORE_BENCH_ARGS (extra
-# options for gstore-bench io).
+# options for gstore-bench io), CPUS (a taskset CPU list both programs are
+# confined to, e.g. CPUS=1; default: unconfined).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${B:-build}
@@ -46,6 +47,11 @@ gs_cmd=("$BENCH" io --file "$FILE" --qd "$QD" --threads "$THREADS" --bs 4096
 fio_cmd=(fio --name=randread --filename="$FILE" --ioengine=io_uring --direct=1 --rw=randread
 	 --bs=4k --iodepth="$QD" --numjobs="$THREADS" --runtime="$RUNTIME" --time_based
 	 --ramp_time="$WARMUP" --norandommap --randrepeat=0 --output-format=json)
+
+if [[ -n ${CPUS:-} ]]; then
+	gs_cmd=(taskset -c "$CPUS" "${gs_cmd[@]}")
+	fio_cmd=(taskset -c "$CPUS" "${fio_cmd[@]}")
+fi
 
 echo "gstore: ${gs_cmd[*]}"
 echo "fio:    ${fio_cmd[*]}"
