@@ -53,7 +53,7 @@ struct gs_q_params {
 	uint32_t queue_depth;	/* per poller backend queue depth (0: 128) */
 	uint32_t min_pollers;	/* always-active pollers (0: 1) */
 	uint32_t max_pollers;	/* upper bound for dynamic scaling (0: min_pollers) */
-	uint32_t spin_us;	/* spin this long before blocking (0: 50) */
+	uint32_t spin_us;	/* spin at most this long before blocking; adaptive (0: 50) */
 	uint32_t ring_entries;	/* internal ring size, power of two (0: 1024) */
 	const char *fault;	/* fault-injection spec, see gs_q_fault(3); NULL: none */
 	uint32_t idle_ms;	/* park a poller above min_pollers idle this long (0: 100) */
