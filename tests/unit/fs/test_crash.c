@@ -89,10 +89,17 @@ static void *worker(void *arg)
 		test_fill(buf, size, file_seed(cycle_no, t, i));
 		name_of(name, t, i, false);
 		send_rec(R_BEGIN, OP_CREATE, t, i, size);
-		if (gs_fs_create(cfs, cdir, name, GS_T_ARRAY, 0644, 0, 0, &st) ||
-		    gs_fs_write(cfs, st.ino, buf, size, 0) != (ssize_t)size ||
-		    gs_fs_fsync(cfs, st.ino, 0))
+		int r = gs_fs_create(cfs, cdir, name, GS_T_ARRAY, 0644, 0, 0, &st);
+		ssize_t w = r ? 0 : gs_fs_write(cfs, st.ino, buf, size, 0);
+
+		if (!r && w != (ssize_t)size)
+			r = w < 0 ? (int)w : -EIO;
+		if (!r)
+			r = gs_fs_fsync(cfs, st.ino, 0);
+		if (r) {
+			fprintf(stderr, "child: %s: %s\n", name, strerror(-r));
 			_exit(4);
+		}
 		send_rec(R_ACK, OP_CREATE, t, i, size);
 
 		if (i % 5 == 4 && !gone[i - 1]) {
@@ -210,6 +217,13 @@ static void verify(int cycle, bool dir_acked)
 	assert_int_equal(gs_fs_fsck(img, GS_FSCK_FORCE | GS_FSCK_REPAIR, fsck_report, NULL),
 			 GS_FSCK_OK);
 	assert_int_equal(test_mount(&fs, img), 0);
+	{
+		struct gs_fs_statfs sf;
+
+		gs_fs_statfs(fs, &sf);
+		printf("cycle %d: %llu of %llu blocks free\n", cycle, (unsigned long long)sf.bfree,
+		       (unsigned long long)sf.blocks);
+	}
 	sprintf(dname, "c%d", cycle);
 	if (gs_fs_lookup(fs, GS_ROOT_INO, dname, &dst)) {
 		assert_false(dir_acked);
@@ -325,9 +339,11 @@ static void test_crash_cycles(void **state)
 
 static int setup(void **state)
 {
+	struct gs_mkfs_opts o = { .size = 256u << 20, .force = 1, .inodes = 16384 };
+
 	gs_set_log_func(test_log, NULL);
 	img = test_image_path("crash");
-	return test_mkfs(img, 256u << 20, 4096) == 0 ? 0 : -1;
+	return gs_fs_mkfs(img, &o) == 0 ? 0 : -1;	/* inodes for 24 cycles of files */
 }
 
 static int teardown(void **state)

@@ -173,11 +173,12 @@ static void test_powercut(void **state)
 
 static int setup(void **state)
 {
+	struct gs_mkfs_opts o = { .size = 128u << 20, .force = 1, .inodes = 16384 };
 	struct gs_fs *fs;
 
 	gs_set_log_func(test_log, NULL);
 	img = test_image_path("powercut");
-	if (test_mkfs(img, 128u << 20, 4096))
+	if (gs_fs_mkfs(img, &o))
 		return -1;
 	if (test_mount_fault(&fs, img, "powercut=1000000000,dead=eio") == 0) {
 		strict = true;
