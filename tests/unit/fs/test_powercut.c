@@ -39,6 +39,7 @@ struct model {
 	bool acked[MAXF], gone[MAXF];
 	int inflight_create, inflight_unlink;	/* -1: none */
 	uint32_t n;
+	int err;		/* what ended the workload */
 };
 
 /* Run the workload until an operation fails.  Returns the ops acked. */
@@ -57,18 +58,31 @@ static uint32_t workload(struct gs_fs *fs, uint64_t dir, int cycle, struct model
 		sprintf(name, "p%u", i);
 		test_fill(buf, size, (uint64_t)cycle << 32 | i);
 		m->inflight_create = i;
-		if (gs_fs_create(fs, dir, name, GS_T_ARRAY, 0644, 0, 0, &st) ||
-		    gs_fs_write(fs, st.ino, buf, size, 0) != (ssize_t)size ||
-		    gs_fs_fsync(fs, st.ino, 0))
+		int r = gs_fs_create(fs, dir, name, GS_T_ARRAY, 0644, 0, 0, &st);
+		ssize_t w = r ? 0 : gs_fs_write(fs, st.ino, buf, size, 0);
+
+		if (!r && w != (ssize_t)size)
+			r = w < 0 ? (int)w : -ENODATA;
+		if (!r)
+			r = gs_fs_fsync(fs, st.ino, 0);
+		if (r) {
+			m->err = r;
 			break;
+		}
 		m->inflight_create = -1;
 		m->acked[i] = true;
 		acks++;
 		if (i % 3 == 2 && !m->gone[i - 1]) {
 			sprintf(name, "p%u", i - 1);
 			m->inflight_unlink = i - 1;
-			if (gs_fs_unlink(fs, dir, name) || gs_fs_fsync(fs, dir, 0))
+			int r = gs_fs_unlink(fs, dir, name);
+
+			if (!r)
+				r = gs_fs_fsync(fs, dir, 0);
+			if (r) {
+				m->err = r;
 				break;
+			}
 			m->inflight_unlink = -1;
 			m->gone[i - 1] = true;
 			acks++;
@@ -162,6 +176,12 @@ static void test_powercut(void **state)
 			continue;
 		}
 		total += workload(fs, dir, cycle, &m);
+		/* only the cut may stop it: the device fails writes and flushes */
+		if (strict && m.err != -EIO) {
+			fprintf(stderr, "cycle %d: workload stopped by %s\n", cycle,
+				m.err ? strerror(-m.err) : "nothing");
+			fail();
+		}
 		if (!strict) {	/* stop here: later writes all vanish */
 			gs_q_fault(gs_fs_queue(fs), "powercut=1");
 		}
