@@ -33,6 +33,7 @@
 
 #define MAX_REGS	1024	/* registrations over the life of a device (slots not reused) */
 #define MAX_IO		(128u << 10)	/* per command, and bounce buffer size */
+#define MAX_REQ		(64u << 20)	/* per request: split into MAX_IO commands */
 #define NO_BOUNCE	UINT32_MAX
 #define MAX_SLOTS	1024u
 
@@ -215,6 +216,7 @@ struct gs_bq {
 	uint32_t inflight;
 	struct gs_bio **slot_bio;
 	uint32_t *slot_bounce;			/* [nslots]: bounce buffer or NO_BOUNCE */
+	uint32_t *slot_len;			/* [nslots]: bytes of the bio this command moves */
 	uint32_t *bounce_free, nfree;		/* stack of free bounce buffers */
 	char *bounce;				/* depth * max_io */
 	struct gs_kmap bounce_map;
@@ -316,7 +318,8 @@ static int nvme_geometry(struct gs_bdev *bd, struct gs_q_geom *g)
 	memset(g, 0, sizeof(*g));
 	g->lba_size = lba;
 	g->opt_io = lba > 4096 ? lba : 4096;
-	g->max_io = bd->max_io;
+	/* callers may send more than one command carries: submit_one() splits */
+	g->max_io = MAX_REQ;
 	g->queue_depth = bd->info.max_qd - 1 < MAX_SLOTS ? bd->info.max_qd - 1 : MAX_SLOTS;
 	g->nr_queues = bd->info.max_qps;
 	g->nr_devices = 1;
@@ -375,6 +378,7 @@ static void bq_free(struct gs_bq *q)
 		munmap(q->prp, (size_t)q->nslots * GS_NVME_PAGE);
 	free(q->slot_bio);
 	free(q->slot_bounce);
+	free(q->slot_len);
 	free(q->bounce_free);
 	free(q->err);
 	free(q->err_res);
@@ -406,11 +410,12 @@ static int nvme_queue_create(struct gs_bdev *bd, uint32_t depth, int wake_fd, st
 	q->depth = depth < n ? depth : n;
 	q->slot_bio = calloc(n, sizeof(*q->slot_bio));
 	q->slot_bounce = calloc(n, sizeof(*q->slot_bounce));
+	q->slot_len = calloc(n, sizeof(*q->slot_len));
 	q->bounce_free = calloc(q->depth, sizeof(*q->bounce_free));
 	q->err = calloc(n, sizeof(*q->err));
 	q->err_res = calloc(n, sizeof(*q->err_res));
 	ret = -ENOMEM;
-	if (!q->slot_bio || !q->slot_bounce || !q->bounce_free || !q->err || !q->err_res)
+	if (!q->slot_bio || !q->slot_bounce || !q->slot_len || !q->bounce_free || !q->err || !q->err_res)
 		goto free_q;
 	for (q->nfree = 0; q->nfree < q->depth; q->nfree++)
 		q->bounce_free[q->nfree] = q->nfree;
@@ -480,13 +485,17 @@ static void reject(struct gs_bq *q, struct gs_bio *io, int64_t res)
 	q->err_res[q->nerr++] = res;
 }
 
-/* Build and submit one bio in the free slot of the next ticket. */
+/*
+ * Build and submit one command for @io in the free slot of the next ticket.
+ * A bio longer than max_io (MDTS, bounce size) moves in max_io pieces, one
+ * after the other: reap resubmits the rest, as for a short transfer.
+ */
 static int submit_one(struct gs_bq *q, struct gs_bio *io)
 {
 	struct gs_bdev *bd = q->bd;
 	uint64_t t = q->kq.q.ticket, prp1 = 0, prp2 = 0, slba;
 	uint32_t slot = (uint32_t)(t & (q->nslots - 1)), lmask = (1u << bd->lba_shift) - 1;
-	uint32_t len = io->len - io->done;
+	uint32_t len = io->len - io->done < bd->max_io ? io->len - io->done : bd->max_io;
 	char *buf = (char *)io->buf + io->done;
 	const struct gs_kmap *m;
 	struct gs_nvme_cmd c;
@@ -505,7 +514,7 @@ static int submit_one(struct gs_bq *q, struct gs_bio *io)
 	if (io->op != GS_OP_READ && io->op != GS_OP_WRITE)
 		return -EINVAL;
 	slba = (io->off + io->done) >> bd->lba_shift;
-	if (!len || len > bd->max_io || (len & lmask) || ((io->off + io->done) & lmask))
+	if (!len || (len & lmask) || ((io->off + io->done) & lmask))
 		return -EINVAL;
 	if (slba + (len >> bd->lba_shift) > bd->nlba)
 		return -ERANGE;
@@ -526,6 +535,7 @@ static int submit_one(struct gs_bq *q, struct gs_bio *io)
 	gs_nvme_rw(&c, opc, bd->nsid, slba, len >> bd->lba_shift, prp1, prp2);
 submit:
 	q->slot_bio[slot] = io;
+	q->slot_len[slot] = len;
 	/* the only submitter: written now, published by nvme_submit() */
 	if (gs_nvmeq_try_queue(&q->kq.q, &c, &tk)) {
 		if (q->slot_bounce[slot] != NO_BOUNCE)
@@ -584,10 +594,26 @@ static int nvme_reap(struct gs_bq *q, struct gs_bio **done, int64_t *res, unsign
 			} else if (io->op == GS_OP_FLUSH) {
 				res[n] = 0;
 			} else {
+				uint32_t len = q->slot_len[slot[k]];
+
 				if (io->op == GS_OP_READ && bi != NO_BOUNCE)
 					memcpy((char *)io->buf + io->done,
-					       q->bounce + (size_t)bi * q->bd->max_io,
-					       io->len - io->done);
+					       q->bounce + (size_t)bi * q->bd->max_io, len);
+				if (io->done + len < io->len) {
+					/* the next piece takes the slot this one freed */
+					int ret;
+
+					io->done += len;
+					ret = submit_one(q, io);
+
+					if (!ret) {
+						gs_nvmeq_publish(&q->kq.q);
+						continue;
+					}
+					res[n] = ret;
+					done[n++] = io;
+					continue;
+				}
 				res[n] = io->len;
 			}
 			done[n++] = io;

@@ -16,7 +16,7 @@
 
 /*     name    usage (after "gstore ")                                    summary */
 #define GS_COMMANDS(X)								\
-	X(mkfs, "mkfs IMAGE|DEVICE [--size SIZE] [--block-size N] [--label L] [--force]", \
+	X(mkfs, "mkfs IMAGE|DEVICE [--size SIZE] [--block-size N] [--label L] [--backend B] [--force]", \
 	  "format an image file (created if missing) or a device")		\
 	X(fsck, "fsck [-n|-y|-p] [-f] [-v] IMAGE|DEVICE",			\
 	  "check and repair an unmounted filesystem (exit codes as e2fsck)")	\

@@ -52,6 +52,7 @@ int cmd_mkfs(int argc, char **argv)
 		{ "label", required_argument, NULL, 'L' },
 		{ "journal-blocks", required_argument, NULL, 'J' },
 		{ "force", no_argument, NULL, 'f' },
+		{ "backend", required_argument, NULL, 'B' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
@@ -61,7 +62,7 @@ int cmd_mkfs(int argc, char **argv)
 	char *mnt, hs[32];
 	int c, ret;
 
-	while ((c = getopt_long(argc, argv, "s:b:L:J:fFqh", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "s:b:L:J:fFqhB:", lo, NULL)) != -1) {
 		switch (c) {
 		case 's':
 			if (gs_parse_size(optarg, &size) || !size)
@@ -86,6 +87,9 @@ int cmd_mkfs(int argc, char **argv)
 			o.force = 1;
 			break;
 		case 'q':
+			break;
+		case 'B':
+			o.backend = optarg;
 			break;
 		case 'h':
 			gs_usage("mkfs");
