@@ -126,7 +126,9 @@ echo	# the console's escape sequences end the previous line
 mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
-mount -t tmpfs tmp /tmp
+# programs copied in under their host paths may live below /tmp (a checkout
+# in /tmp): keep the initramfs's /tmp then, it is writable memory already
+[ -n "$(ls -A /tmp)" ] || mount -t tmpfs tmp /tmp
 export PATH=/bin:/usr/bin:/sbin
 . /common.sh
 insmod /mod/gstore_nvme.ko || echo "FAIL: insmod gstore_nvme"
