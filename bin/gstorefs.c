@@ -386,6 +386,11 @@ free_args:
 	free(fsname);
 	free(o.mountpoint);
 	free(c.image);
+	/* fuse_opt_parse strdup()s every "%s" option value */
+	free(c.cache);
+	free(c.line);
+	free(c.fault);
+	free(c.backend);
 	fuse_opt_free_args(&args);
 	return ret ? 1 : 0;
 }
