@@ -684,6 +684,29 @@ static int graph_getattr(struct gs_fuse *gf, const struct gs_vnode *vn, struct s
 	return 0;
 }
 
+/* Before the fs goes away: close every graph handle of this mount. */
+static void graph_destroy(struct gs_fuse *gf)
+{
+	struct gs_fs *fs = gs_fuse_fs(gf);
+	struct gh **pp;
+
+	pthread_mutex_lock(&reg_lock);
+	for (pp = &reg; *pp;) {
+		struct gh *h = *pp;
+
+		if (h->fs != fs) {
+			pp = &h->next;
+			continue;
+		}
+		*pp = h->next;
+		if (h->g)
+			gs_graph_close(h->g);
+		pthread_rwlock_destroy(&h->rw);
+		free(h);
+	}
+	pthread_mutex_unlock(&reg_lock);
+}
+
 const struct gs_vops gs_fuse_graph_ops = {
 	.name = "graph",
 	.lookup = graph_lookup,
@@ -695,4 +718,5 @@ const struct gs_vops gs_fuse_graph_ops = {
 	.flush = graph_flush,
 	.fsync = graph_fsync,
 	.release = graph_release,
+	.destroy = graph_destroy,
 };

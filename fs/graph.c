@@ -96,10 +96,38 @@ int gr_graph_new(struct gs_graph **gp)
 	return 0;
 }
 
+/*
+ * A thread's scratch, also on the graph's list: threads that outlive the
+ * graph (FUSE workers) never run the key's destructor after
+ * pthread_key_delete(), so close frees what is left on the list.
+ */
+struct gr_tscratch {
+	struct gr_scratch sc;	/* first: the key holds &ts->sc */
+	struct gs_graph *g;
+	struct gr_tscratch *prev, *next;
+};
+
+static void tscratch_unlink(struct gr_tscratch *ts)
+{
+	if (ts->prev)
+		ts->prev->next = ts->next;
+	else
+		ts->g->scall = ts->next;
+	if (ts->next)
+		ts->next->prev = ts->prev;
+}
+
+/* Key destructor: the thread exits while the graph is open. */
 static void scratch_destroy(void *p)
 {
-	gr_scratch_free(p);
-	free(p);
+	struct gr_tscratch *ts = p;
+	struct gs_graph *g = ts->g;
+
+	pthread_mutex_lock(&g->sclock);
+	tscratch_unlink(ts);
+	pthread_mutex_unlock(&g->sclock);
+	gr_scratch_free(&ts->sc);
+	free(ts);
 }
 
 /* The per-thread scratch key of synchronous queries. */
@@ -109,6 +137,8 @@ int gr_graph_keys(struct gs_graph *g)
 
 	if (ret)
 		return -ret;
+	pthread_mutex_init(&g->sclock, NULL);
+	g->scall = NULL;
 	g->sckey_ok = true;
 	return 0;
 }
@@ -131,11 +161,16 @@ void gr_graph_free(struct gs_graph *g)
 	gr_map_free(&g->vdel);
 	free(g->vops);
 	if (g->sckey_ok) {
-		struct gr_scratch *sc = pthread_getspecific(g->sckey);
-
-		if (sc)
-			scratch_destroy(sc);
+		/* delete first: no destructor can run on a scratch freed below */
 		pthread_key_delete(g->sckey);
+		while (g->scall) {
+			struct gr_tscratch *ts = g->scall;
+
+			tscratch_unlink(ts);
+			gr_scratch_free(&ts->sc);
+			free(ts);
+		}
+		pthread_mutex_destroy(&g->sclock);
 	}
 	if (g->st && !g->st->borrowed)
 		g->st->ops->destroy(g->st);
@@ -174,18 +209,27 @@ void gr_scratch_free(struct gr_scratch *sc)
 struct gr_scratch *gr_thread_scratch(struct gs_graph *g)
 {
 	struct gr_scratch *sc = pthread_getspecific(g->sckey);
+	struct gr_tscratch *ts;
 
 	if (sc)
 		return sc;
-	sc = malloc(sizeof(*sc));
-	if (!sc)
+	ts = malloc(sizeof(*ts));
+	if (!ts)
 		return NULL;
-	if (gr_scratch_init(sc, g->gm.page_size)) {
-		free(sc);
+	if (gr_scratch_init(&ts->sc, g->gm.page_size)) {
+		free(ts);
 		return NULL;
 	}
-	pthread_setspecific(g->sckey, sc);
-	return sc;
+	ts->g = g;
+	ts->prev = NULL;
+	pthread_mutex_lock(&g->sclock);
+	ts->next = g->scall;
+	if (ts->next)
+		ts->next->prev = ts;
+	g->scall = ts;
+	pthread_mutex_unlock(&g->sclock);
+	pthread_setspecific(g->sckey, &ts->sc);
+	return &ts->sc;
 }
 
 int gr_load_gtt(struct gs_graph *g, unsigned d)

@@ -358,6 +358,8 @@ struct gs_graph {
 	unsigned workers;
 	pthread_key_t sckey;	/* per-thread scratch of synchronous queries */
 	bool sckey_ok;
+	pthread_mutex_t sclock;	/* guards scall */
+	struct gr_tscratch *scall; /* every thread's scratch: freed at close */
 
 	void *eng_priv;		/* CSR engine state */
 
