@@ -66,7 +66,7 @@ extern const struct gs_backend_ops gs_backend_fault;	/* wraps another backend */
 
 /* Look a backend up by name; NULL if unknown. */
 const struct gs_backend_ops *gs_backend_find(const char *name);
-/* Name of the backend for @path when gs_q_params.backend is NULL. */
-const char *gs_backend_default(const char *path);
+/* The backend named by @p, or chosen by its path when it names none. */
+const char *gs_backend_name(const struct gs_q_params *p);
 
 #endif /* GS_GPUQ_BACKEND_H */

@@ -13,12 +13,16 @@ static const struct gs_backend_ops *const backends[] = {
 };
 
 /*
- * The backend a path asks for when the caller names none: the kernel
- * module's queues for /dev/gstore-nvmeN, NVMe passthrough for the generic
- * char device /dev/ngXnY, io_uring on the file or block device otherwise.
+ * The backend @p names, or the one its path asks for when it names none:
+ * the kernel module's queues for /dev/gstore-nvmeN, NVMe passthrough for the
+ * generic char device /dev/ngXnY, io_uring on the file or block device.
  */
-const char *gs_backend_default(const char *path)
+const char *gs_backend_name(const struct gs_q_params *p)
 {
+	const char *path = p->path;
+
+	if (p->backend && *p->backend)
+		return p->backend;
 	if (path && !strncmp(path, "/dev/gstore-nvme", 16))
 		return "nvme";
 	if (path && !strncmp(path, "/dev/ng", 7))

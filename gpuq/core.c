@@ -163,7 +163,7 @@ int gs_q_ring_del(struct gs_q *q, struct gs_ring *ring)
 
 static const struct gs_backend_ops *pick_backend(const struct gs_q_params *p, int *is_fault)
 {
-	const char *name = p->backend && *p->backend ? p->backend : gs_backend_default(p->path);
+	const char *name = gs_backend_name(p);
 
 	*is_fault = p->fault || !strncmp(name, "fault", 5);
 	if (*is_fault)

@@ -503,7 +503,7 @@ unlock:
 
 static int fault_open(struct gs_bdev **bdp, const struct gs_q_params *p)
 {
-	const char *name = p->backend && *p->backend ? p->backend : gs_backend_default(p->path);
+	const char *name = gs_backend_name(p);
 	struct gs_q_params ip = *p;
 	struct gs_bdev *bd;
 	int ret;
