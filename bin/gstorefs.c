@@ -26,6 +26,7 @@
 #include "gstore.h"
 #include "gstore_fs.h"
 #include "fs/fuse_internal.h"
+#include "gpuq/attach.h"
 #include "bin/opts.h"
 
 struct conf {
@@ -301,6 +302,32 @@ static int run_loop(struct fuse_session *se, const struct fuse_cmdline_opts *o,
 	return ret;
 }
 
+/*
+ * The attach socket next to the mount point (gpuq/attach.h): CUDA programs
+ * and other clients get rings served by this daemon's pollers.  A mount
+ * whose parent directory is not writable still works, without it.
+ */
+static void attach_synced(void *se, uint64_t ino)
+{
+	/* a client wrote the file behind us: drop the kernel's pages of it */
+	fuse_lowlevel_notify_inval_inode(se, ino, 0, 0);
+}
+
+static void start_attach(struct gs_attach_srv **att, struct gs_fs *fs, struct fuse_session *se,
+			 const char *mnt)
+{
+	struct gs_attach_srv_params p = { .q = gs_fs_queue(fs), .fs = fs,
+					  .synced = attach_synced, .arg = se };
+	char sock[PATH_MAX];
+	int ret = gs_attach_sock_path(mnt, sock, sizeof(sock));
+
+	p.sock_path = sock;
+	if (!ret)
+		ret = gs_attach_start(att, &p);
+	if (ret < 0)
+		fprintf(stderr, "gstorefs: no attach socket for %s: %s\n", mnt, strerror(-ret));
+}
+
 int main(int argc, char **argv)
 {
 	struct conf c = { .timeout = -1 };
@@ -311,6 +338,7 @@ int main(int argc, char **argv)
 	struct gs_fuse *gf = NULL;
 	struct gs_fs *fs = NULL;
 	struct fuse_session *se;
+	struct gs_attach_srv *att = NULL;
 	sigset_t sigs, oldsigs;
 	char *fsname = NULL, imgpath[PATH_MAX];
 	int wfd = -1, ret = 1;
@@ -366,12 +394,14 @@ int main(int argc, char **argv)
 		goto destroy;
 	if (fuse_session_mount(se, o.mountpoint))
 		goto remove_handlers;
+	start_attach(&att, fs, se, o.mountpoint);	/* before the unblock: its thread too */
 	pthread_sigmask(SIG_SETMASK, &oldsigs, NULL);
 	daemon_ready(wfd, 0);
 	wfd = -1;
 
 	ret = run_loop(se, &o, &c) ? 1 : 0;
 
+	gs_attach_stop(att);
 	fuse_session_unmount(se);
 remove_handlers:
 	fuse_remove_signal_handlers(se);

@@ -77,6 +77,36 @@ int gs_attach_sock_path(const char *mnt, char *buf, size_t size)
 	return n < size ? 0 : -ENAMETOOLONG;
 }
 
+/* The mount point holding @path (the topmost directory on its device) and
+ * the path below it, in @full (realpath'd; *rel points into it): see attach.h. */
+int gs_attach_split(const char *path, char *full, char *mnt, size_t size, const char **rel)
+{
+	struct stat st, up;
+	size_t m;
+
+	if (!realpath(path, full))
+		return -errno;
+	if (stat(full, &st) < 0)
+		return -errno;
+	if (strlen(full) >= size)
+		return -ENAMETOOLONG;
+	strcpy(mnt, full);
+	for (;;) {
+		char *slash = strrchr(mnt, '/');
+
+		if (!slash || slash == mnt)
+			break;
+		*slash = 0;
+		if (stat(mnt, &up) < 0 || up.st_dev != st.st_dev) {
+			*slash = '/';
+			break;
+		}
+	}
+	m = strlen(mnt);
+	*rel = full + m + (full[m] == '/' ? 1 : 0);
+	return 0;
+}
+
 /* ---- message I/O ---- */
 
 static int send_msg(int fd, const struct gs_att_msg *m, const void *payload, const int *fds,
@@ -423,6 +453,8 @@ static int serve_one(struct gs_attach_srv *s, struct client *c)
 		}
 	} else if (m.op == GS_ATT_SYNC) {
 		r.status = do_sync(s, m.arg[0]);
+		if (!r.status && s->p.synced)
+			s->p.synced(s->p.arg, m.arg[0]);
 	} else {
 		r.status = -EOPNOTSUPP;
 	}

@@ -76,6 +76,15 @@ struct gs_att_ext {
 /* "<dir>/.<base>.gstore.sock" for mount point "<dir>/<base>". */
 int gs_attach_sock_path(const char *mnt, char *buf, size_t size);
 
+/*
+ * Split @path into the mount point holding it (the topmost directory on its
+ * device), in @mnt, and the path below it: *rel, pointing into @full (the
+ * realpath of @path: PATH_MAX bytes).  @mnt has @size bytes.  For clients that
+ * are given a file under a mount: connect to gs_attach_sock_path(mnt) and
+ * OPEN *rel.
+ */
+int gs_attach_split(const char *path, char *full, char *mnt, size_t size, const char **rel);
+
 /* ---- server (the daemon) ---- */
 
 struct gs_attach_srv_params {
@@ -84,6 +93,10 @@ struct gs_attach_srv_params {
 	struct gs_fs *fs;	/* resolves OPEN paths; NULL: the whole device is one
 				 * object, whatever the path (raw images, tests) */
 	uint32_t max_clients;	/* 0: 64 */
+	/* After SYNC has dropped the daemon's cached lines of @ino: caches
+	 * above it (the kernel's page cache of a FUSE mount) drop theirs. */
+	void (*synced)(void *arg, uint64_t ino);
+	void *arg;
 };
 /* Listen and serve from a thread of its own until gs_attach_stop(). */
 int gs_attach_start(struct gs_attach_srv **sp, const struct gs_attach_srv_params *p);

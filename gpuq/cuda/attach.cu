@@ -9,7 +9,6 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include <cuda_runtime.h>
 
@@ -21,36 +20,6 @@ struct att_conn {
 	struct gs_attach *a;
 	uint64_t ino;
 };
-
-/* The mount point holding @path (the topmost directory on its device) and
- * the path below it, in @full (realpath'd; *rel points into it). */
-static int find_mount(const char *path, char *full, char *mnt, size_t size, const char **rel)
-{
-	struct stat st, up;
-	size_t m;
-
-	if (!realpath(path, full))
-		return -errno;
-	if (stat(full, &st) < 0)
-		return -errno;
-	if (strlen(full) >= size)
-		return -ENAMETOOLONG;
-	strcpy(mnt, full);
-	for (;;) {
-		char *slash = strrchr(mnt, '/');
-
-		if (!slash || slash == mnt)
-			break;
-		*slash = 0;
-		if (stat(mnt, &up) < 0 || up.st_dev != st.st_dev) {
-			*slash = '/';
-			break;
-		}
-	}
-	m = strlen(mnt);
-	*rel = full + m + (full[m] == '/' ? 1 : 0);
-	return 0;
-}
 
 static void ring_detach(struct gs_cring *r)
 {
@@ -126,7 +95,7 @@ int gs_cuda_attach(struct gs_cuda **cp, const char *path, const struct gs_cuda_p
 
 	if (!cp || !path || p.ext)
 		return -EINVAL;
-	ret = find_mount(path, full, mnt, sizeof(mnt), &rel);
+	ret = gs_attach_split(path, full, mnt, sizeof(mnt), &rel);
 	if (!ret)
 		ret = gs_attach_sock_path(mnt, sock, sizeof(sock));
 	if (ret)

@@ -1,0 +1,217 @@
+// SPDX-License-Identifier: MIT
+/*
+ * attach_client: a CPU client of a running gstorefs's attach socket
+ * (gpuq/attach.h), the same protocol a CUDA program uses, for the mounted
+ * integration tests (tests/integration/attach_*.sh).
+ *
+ *   attach_client read FILE OUT       read FILE (under a gstore mount) block by
+ *                                     block in a shuffled order through a ring
+ *                                     served by the daemon's pollers; write its
+ *                                     bytes to OUT in file order
+ *   attach_client write FILE SRC BLK  write SRC's bytes (whole 4 KiB blocks) to
+ *                                     FILE at block BLK through a ring, FLUSH,
+ *                                     then SYNC so that the daemon (and the
+ *                                     kernel's page cache) drop stale copies
+ *
+ * The socket is found as gs_cuda_attach() finds it: the mount point is the
+ * topmost directory on FILE's device, the socket gs_attach_sock_path() of it.
+ * Exit 0 on success, 1 with a message on any failure.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gstore.h"
+#include "gpuq/attach.h"
+
+#define BS		4096u
+#define SLOTS		64u	/* requests in flight (ring slots, buffer blocks) */
+
+static int die(const char *what, int err)
+{
+	fprintf(stderr, "attach_client: %s: %s\n", what, strerror(err < 0 ? -err : err));
+	exit(1);
+}
+
+/* Device byte offset of block @b, or -1 in a hole. */
+static int64_t dev_off(const struct gs_attach_obj *o, uint64_t b)
+{
+	for (uint32_t i = 0; i < o->next; i++)
+		if (b >= o->ext[i].blk && b < o->ext[i].blk + o->ext[i].nblk)
+			return (int64_t)(o->ext[i].dev_off + (b - o->ext[i].blk) * BS);
+	return -1;
+}
+
+static void kick(const struct gs_attach_ring *r)
+{
+	uint64_t one = 1;
+
+	if (write(r->kick_fd, &one, 8) != 8)
+		die("kick", errno);
+}
+
+static void submit(struct gs_attach_ring *r, uint8_t op, uint64_t off, uint32_t slot)
+{
+	struct gs_sqe e = { .op = op, .flags = GS_SQE_BUF_OFF | GS_SQE_CW, .len = BS,
+			    .off = off, .buf = (uint64_t)slot * BS, .tag = slot, .cw = slot };
+
+	if (op == GS_OP_FLUSH)
+		e = (struct gs_sqe){ .op = op, .flags = GS_SQE_CW, .tag = slot, .cw = slot };
+	gs_cw_arm(r->ring, slot);
+	gs_sq_push(r->ring, &e);
+	if (gs_sq_need_kick(r->ring))
+		kick(r);
+}
+
+static void wait_slot(struct gs_attach_ring *r, uint32_t slot, int64_t want)
+{
+	int64_t res = gs_ring_cw_wait(r->ring, slot, 5000);
+
+	if (res != want)
+		die("request", res < 0 ? (int)res : EIO);
+}
+
+static void open_obj(const char *path, struct gs_attach **a, struct gs_attach_obj *o,
+		     struct gs_attach_ring *r)
+{
+	char full[PATH_MAX], mnt[PATH_MAX], sock[PATH_MAX];
+	const char *rel;
+	int ret;
+
+	ret = gs_attach_split(path, full, mnt, sizeof(mnt), &rel);
+	if (ret)
+		die(path, ret);
+	ret = gs_attach_sock_path(mnt, sock, sizeof(sock));
+	if (!ret)
+		ret = gs_attach_connect(a, sock);
+	if (ret)
+		die(sock, ret);
+	ret = gs_attach_open(*a, rel, BS, o);
+	if (ret)
+		die(rel, ret);
+	ret = gs_attach_ring(*a, SLOTS, SLOTS, SLOTS, (size_t)SLOTS * BS, 0, r);
+	if (ret)
+		die("ring", ret);
+}
+
+static int cmd_read(const char *path, const char *out)
+{
+	struct gs_attach_obj o;
+	struct gs_attach_ring r;
+	struct gs_attach *a;
+	uint64_t *order, inflight[SLOTS];
+	char *data;
+	FILE *f;
+
+	open_obj(path, &a, &o, &r);
+	data = malloc(o.nblocks * BS + 1);
+	order = malloc((o.nblocks + 1) * sizeof(*order));
+	if (!data || !order)
+		die("malloc", ENOMEM);
+	/* a shuffled order: requests all over the file, as a GPU kernel makes them */
+	srand(getpid());
+	for (uint64_t i = 0; i < o.nblocks; i++)
+		order[i] = i;
+	for (uint64_t i = o.nblocks; i > 1; i--) {
+		uint64_t j = (uint64_t)rand() % i, t = order[i - 1];
+
+		order[i - 1] = order[j];
+		order[j] = t;
+	}
+	for (uint64_t k = 0; k < o.nblocks + SLOTS; k++) {
+		uint32_t slot = k % SLOTS;
+
+		if (k >= SLOTS) {	/* the slot's previous request */
+			uint64_t b = inflight[slot];
+
+			wait_slot(&r, slot, BS);
+			memcpy(data + b * BS, (char *)r.buf + (size_t)slot * BS, BS);
+		}
+		if (k >= o.nblocks)
+			continue;
+		int64_t off = dev_off(&o, order[k]);
+
+		if (off < 0) {	/* a hole reads as zeros; no request */
+			memset(data + order[k] * BS, 0, BS);
+			gs_cw_arm(r.ring, slot);
+			gs_cw_complete(&gs_ring_cw(r.ring)[slot], BS);
+			inflight[slot] = order[k];
+			continue;
+		}
+		inflight[slot] = order[k];
+		submit(&r, GS_OP_READ, (uint64_t)off, slot);
+	}
+	f = fopen(out, "w");
+	if (!f || fwrite(data, 1, o.size, f) != o.size || fclose(f))
+		die(out, errno);
+	printf("read %llu blocks through ring %llu\n", (unsigned long long)o.nblocks,
+	       (unsigned long long)r.id);
+	free(data);
+	free(order);
+	free(o.ext);
+	gs_attach_ring_unmap(&r);
+	gs_attach_close(a);
+	return 0;
+}
+
+static int cmd_write(const char *path, const char *src, uint64_t blk)
+{
+	struct gs_attach_obj o;
+	struct gs_attach_ring r;
+	struct gs_attach *a;
+	uint64_t n = 0;
+	int fd, ret;
+
+	open_obj(path, &a, &o, &r);
+	fd = open(src, O_RDONLY);
+	if (fd < 0)
+		die(src, errno);
+	for (;; n++) {
+		uint32_t slot = n % SLOTS;
+		char *b = (char *)r.buf + (size_t)slot * BS;
+		ssize_t got;
+		int64_t off;
+
+		if (n >= SLOTS)
+			wait_slot(&r, slot, BS);
+		got = pread(fd, b, BS, n * BS);
+		if (got == 0)
+			break;
+		if (got != BS)
+			die("source: not whole 4 KiB blocks", got < 0 ? errno : EINVAL);
+		off = dev_off(&o, blk + n);
+		if (off < 0)
+			die("target block in a hole or past the end", ERANGE);
+		submit(&r, GS_OP_WRITE, (uint64_t)off, slot);
+	}
+	for (uint64_t k = n > SLOTS ? n - SLOTS : 0; k < n; k++)
+		wait_slot(&r, k % SLOTS, BS);
+	submit(&r, GS_OP_FLUSH, 0, 0);
+	ret = (int)gs_ring_cw_wait(r.ring, 0, 5000);
+	if (ret < 0)
+		die("flush", ret);
+	ret = gs_attach_sync(a, o.ino);
+	if (ret)
+		die("sync", ret);
+	printf("wrote %llu blocks at block %llu\n", (unsigned long long)n,
+	       (unsigned long long)blk);
+	close(fd);
+	free(o.ext);
+	gs_attach_ring_unmap(&r);
+	gs_attach_close(a);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 4 && !strcmp(argv[1], "read"))
+		return cmd_read(argv[2], argv[3]);
+	if (argc == 5 && !strcmp(argv[1], "write"))
+		return cmd_write(argv[2], argv[3], strtoull(argv[4], NULL, 0));
+	fprintf(stderr, "usage: attach_client read FILE OUT | write FILE SRC BLK\n");
+	return 1;
+}
