@@ -34,16 +34,27 @@ T0=$(date +%s)
 } >"$OUT/machine.txt" 2>&1
 
 echo "== build"
+# the top-level library and tools (gstorefs, gstore, gstore-bench) beside the GPU programs
+TOPS="build/libgstore.a build/bin/gstorefs build/bin/gstore build/bin/gstore-graphbench
+      build/bin/gstore-bench"
+( mkdir -p build/bin && make -j"$(nproc)" $TOPS >"$OUT/build-top.log" 2>&1 ) &
+topbuild=$!
 if ! make -C tests/gpu -j"$(nproc)" >"$OUT/build.log" 2>&1; then
 	tail -40 "$OUT/build.log"
 	echo "build failed"
 	exit 1
 fi
+wait $topbuild
+topok=1
+if ! make -C tests/gpu -j"$(nproc)" fs >>"$OUT/build.log" 2>&1; then
+	tail -20 "$OUT/build-top.log" "$OUT/build.log"
+	echo "top-level build or tests/gpu fs failed: no mounted tests"
+	topok=0
+fi
 echo "build: $(( $(date +%s) - T0 )) s"
-# the core's own I/O benchmark (bin/gstore-bench, top-level build) in the background
-( mkdir -p build/bin && make -j"$(nproc)" build/bin/gstore-bench >"$OUT/build-top.log" 2>&1 ) &
-topbuild=$!
 $B/mkimage "$GS_GPU_IMAGE" "${GS_GPU_GIB:-4}" || exit 1
+# cuFile without nvidia-fs: compat mode (POSIX reads inside libcufile)
+export CUFILE_ENV_PATH_JSON=$PWD/tests/gpu/cufile.json
 
 rows=()
 fail=0
@@ -80,9 +91,46 @@ if ! skip sanitizer && [[ -x $SAN ]]; then
 	t racecheck_cam 40 "$SAN" --tool racecheck --error-exitcode 9 $B/t_cam 2 32 1 256 dev
 fi
 
+# ---- on a mounted gstore: two CUDA processes + cat, BFS over a stored graph
+MNT=$PWD/$B/mnt
+if [[ $topok == 1 ]] && ! skip fs; then
+	echo "== mounted (gstorefs)"
+	FSIMG=$PWD/$B/fs.img
+	umount -l "$MNT" 2>/dev/null
+	rm -f "$FSIMG"
+	mkdir -p "$MNT"
+	SCALE=${GS_BFS_SCALE:-20}
+	{
+		build/bin/gstore mkfs --size "${GS_FS_SIZE:-12G}" "$FSIMG" &&
+		build/bin/gstore-graphbench gen --scale "$SCALE" --edge-factor 16 "$B/g.txt" &&
+		/usr/bin/time -f "import: %e s" build/bin/gstore import graph g "$B/g.txt" \
+			--image "$FSIMG" --undirected --cache 256M &&
+		build/bin/gstore graph export-csr g --image "$FSIMG" --cache 256M &&
+		$B/mkimage "$B/src.bin" 1 &&
+		build/bin/gstorefs "$FSIMG" "$MNT" &&
+		cp "$B/src.bin" "$MNT/arrays/big"
+	} >"$OUT/fs.log" 2>&1
+	echo "fs setup: exit $? ($(( $(date +%s) - T0 )) s)"
+	ls -la "$MNT/arrays" "$(dirname "$MNT")" >>"$OUT/fs.log" 2>&1
+	t attach_2proc_cat 150 bash tests/gpu/attach-multi.sh $B "$MNT/arrays/big" "$B/src.bin" "$OUT"
+	t bfs 240 $B/t_bfs "$MNT/arrays/g.csr" "" "${GS_BFS_CACHE_MIB:-32}"
+	SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+	if ! skip sanitizer && [[ -x $SAN ]]; then
+		t memcheck_attach 120 "$SAN" --tool memcheck --error-exitcode 9 \
+			$B/t_attach "$MNT/arrays/big" 2 4 64 2
+	fi
+	umount "$MNT" 2>/dev/null || fusermount3 -u "$MNT"
+fi
+
+if ! skip hot; then
+	echo "== bench: hot cache (its own slot)"
+	GS_BENCH_ONLY=hot timeout -k 5 "${GS_HOT_TIMEOUT:-90}" $B/bench "${GS_BENCH_SECS:-1}" \
+		>"$OUT/bench-hot.log" 2>&1
+	echo "bench hot: exit $?"
+fi
+
 if ! skip bench; then
 	echo "== bench"
-	wait $topbuild
 	if [[ -x build/bin/gstore-bench ]]; then
 		nread=$(( ($(stat -c %s "$GS_GPU_IMAGE") / 4096 - 8192) * 4096 ))
 		timeout -k 5 30 build/bin/gstore-bench io --file "$GS_GPU_IMAGE" --size $nread \
@@ -92,16 +140,19 @@ if ! skip bench; then
 	else
 		echo "gstore-bench: not built (see build-top.log)" >"$OUT/gstore-bench.log"
 	fi
-	timeout -k 5 "${GS_BENCH_TIMEOUT:-150}" $B/bench "${GS_BENCH_SECS:-1}" >"$OUT/bench.log" 2>&1
+	GS_BENCH_ONLY=${GS_BENCH_ONLY:-cpu cam bam} timeout -k 5 "${GS_BENCH_TIMEOUT:-150}" \
+		$B/bench "${GS_BENCH_SECS:-1}" >"$OUT/bench.log" 2>&1
 	echo "bench: exit $?"
 fi
 
 {
 	echo
 	echo "==== gstore GPU path: $(nvidia-smi -L | head -1), $(( $(date +%s) - T0 )) s"
-	grep -hE "^(t_sysatomic|cam|bam|get|set|flush|check)" "$OUT/tests.log" | grep -vE "^(cam|bam): core" | cut -c1-400
+	grep -hE "^(t_sysatomic|cam|bam|get|set|flush|check|t_attach|t_bfs|3 cats|cat )" \
+		"$OUT/tests.log" | grep -vE "^(cam|bam): core" | cut -c1-400
 	printf '%s\n' "${rows[@]}"
 	[[ -f $OUT/gstore-bench.log ]] && tail -4 "$OUT/gstore-bench.log" | sed 's/^/gstore-bench io: /'
-	[[ -f $OUT/bench.log ]] && grep -E "^RESULT" "$OUT/bench.log" | cut -c8-130
+	grep -hE "^RESULT" "$OUT/tests.log" "$OUT/bench-hot.log" "$OUT/bench.log" 2>/dev/null |
+		cut -c8-130
 } | tee "$OUT/summary.txt"
 exit $fail
