@@ -13,6 +13,8 @@
  *   5. objects: link counts, parents, internal-object lists, orphans (freed:
  *      they are normal after a crash and not counted as errors), objects in
  *      no directory (repair links them into / as "lost+found-INO")
+ *   6. N-D spaces: index entries against the data object and the allocator
+ *      (fs/nd_fsck.c; reported, not repaired)
  *
  * Repairs run through the ordinary metadata buffers and the journal, so an
  * interrupted repair is itself crash-safe.  Result: GS_FSCK_* bits as in
@@ -25,6 +27,7 @@
 #include <sys/stat.h>
 
 #include "fs_internal.h"
+#include "nd_internal.h"
 
 #define MAX_DUP_REPORTS	10
 
@@ -627,6 +630,24 @@ static int pass_objects(struct fck *c)
 	return ret;
 }
 
+static void nd_problem(void *arg, const char *msg)
+{
+	problem(arg, false, "%s", msg);
+}
+
+static int pass_nd(struct fck *c)
+{
+	struct nd_fsck_env env = { .used = c->used, .nblocks = c->fs->l.nblocks,
+				   .itype = c->itype, .ninodes = c->fs->l.ninodes,
+				   .problem = nd_problem, .arg = c };
+	int ret = 0;
+
+	for (uint64_t ino = 1; ino < c->fs->l.ninodes && ret >= 0; ino++)
+		if (c->itype[ino] == GS_T_ND)
+			ret = nd_fsck_space(c->fs, ino, &env);
+	return ret < 0 ? ret : 0;
+}
+
 /* ---- driver ---- */
 
 static int fck_alloc(struct fck *c)
@@ -704,6 +725,8 @@ static int check_all(struct fck *c)
 				   fs->al.imap, fs->l.ninodes, "inode bitmap");
 	if (!ret)
 		ret = pass_objects(c);
+	if (!ret)
+		ret = pass_nd(c);
 	return ret;
 }
 

@@ -85,6 +85,7 @@ int nd_space_open(struct nd_store *st, size_t cache_bytes, struct gs_nd **ndp)
 	if (ret)
 		goto free_nd;
 	pthread_mutex_init(&nd->imu, NULL);
+	pthread_mutex_init(&nd->rmu, NULL);
 	pthread_mutex_init(&nd->amu, NULL);
 	pthread_cond_init(&nd->acv, NULL);
 	*ndp = nd;
@@ -280,6 +281,7 @@ int gs_nd_close(struct gs_nd *nd)
 	nd_cache_fini(nd);
 	nd->st->ops->close(nd->st);
 	pthread_mutex_destroy(&nd->imu);
+	pthread_mutex_destroy(&nd->rmu);
 	pthread_mutex_destroy(&nd->amu);
 	pthread_cond_destroy(&nd->acv);
 	free(nd);

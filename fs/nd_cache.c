@@ -13,7 +13,8 @@
  * Writes dirty entries in place (E_DIRTY, dgen++).  Write-back marks a batch
  * E_WRITING (pinned, so never evicted), allocates slots for blocks written
  * the first time, writes all blocks at once, then records the new slots in
- * the index; only then is an entry clean (if no write dirtied it meanwhile:
+ * the index after a store commit (nd_index.c: an entry never reaches the
+ * device before its block and slot allocation); only then is an entry clean (if no write dirtied it meanwhile:
  * dgen unchanged) and evictable.  So a block's index entry exists before its
  * cache entry can disappear.
  */
@@ -373,21 +374,25 @@ static void write_done(struct nd_bio *b, int res)
 /*
  * Write back @v[0..n), entries marked E_WRITING and pinned by us, with
  * @gen[i] their dgen when marked.  Slots first, then all writes at once,
- * then the index, then the entries turn clean.
+ * then the new slots go into the index (after a commit that makes the
+ * blocks and their allocation durable: nd_index_record), then the entries
+ * turn clean.
  */
 static int wb_batch(struct gs_nd *nd, struct nd_ent **v, const uint64_t *gen, unsigned n)
 {
 	struct nd_cache *c = &nd->c;
 	struct nd_wb wb = { 0 };
 	struct nd_bio **bios;
-	uint64_t first;
+	uint64_t first, *fbid, *fslot;
 	bool *fresh;
 	unsigned nb = 0, nfresh = 0;
 	int ret = 0;
 
 	bios = malloc(n * sizeof(*bios));
 	fresh = calloc(n, sizeof(*fresh));
-	if (!bios || !fresh) {
+	fbid = malloc(n * sizeof(*fbid));
+	fslot = malloc(n * sizeof(*fslot));
+	if (!bios || !fresh || !fbid || !fslot) {
 		ret = -ENOMEM;
 		goto unmark;
 	}
@@ -397,8 +402,10 @@ static int wb_batch(struct gs_nd *nd, struct nd_ent **v, const uint64_t *gen, un
 		e->err = 0;
 		if (e->slot == ND_SLOT_UNKNOWN || e->slot == 0) {
 			ret = nd_index_lookup(nd, e->bid, &e->slot);
-			if (ret)
+			if (ret) {
+				e->slot = ND_SLOT_UNKNOWN;
 				goto unmark;
+			}
 		}
 		if (e->slot == 0) {
 			fresh[i] = true;
@@ -411,11 +418,15 @@ static int wb_batch(struct gs_nd *nd, struct nd_ent **v, const uint64_t *gen, un
 		if (ret)
 			goto unmark;
 	}
+	nfresh = 0;
 	for (unsigned i = 0; i < n; i++) {
 		struct nd_ent *e = v[i];
 
-		if (fresh[i])
+		if (fresh[i]) {
 			e->slot = ++first;	/* slot + 1 */
+			fbid[nfresh] = e->bid;
+			fslot[nfresh++] = e->slot - 1;
+		}
 		e->wb = &wb;
 		e->bio = (struct nd_bio){ .op = GS_ND_OP_WRITE, .slot = e->slot - 1, .buf = e->buf,
 					  .done = write_done, .priv = e };
@@ -432,12 +443,8 @@ static int wb_batch(struct gs_nd *nd, struct nd_ent **v, const uint64_t *gen, un
 		pthread_cond_wait(&c->cv, &c->mu);
 	pthread_mutex_unlock(&c->mu);
 	ret = wb.err;
-	for (unsigned i = 0; i < n && !ret; i++) {
-		if (fresh[i])
-			ret = nd_index_set(nd, v[i]->bid, v[i]->slot - 1);
-	}
-	if (!ret)
-		ret = nd_sb_write_if_dirty(nd);
+	if (!ret && nfresh)
+		ret = nd_index_record(nd, fbid, fslot, nfresh);
 unmark:
 	pthread_mutex_lock(&c->mu);
 	for (unsigned i = 0; i < n; i++) {
@@ -445,6 +452,10 @@ unmark:
 
 		e->flags &= ~E_WRITING;
 		e->wb = NULL;
+		/* a new slot whose entry may not be written: look it up (and maybe
+		 * allocate again, leaking this one) next time */
+		if (ret && fresh && fresh[i])
+			e->slot = ND_SLOT_UNKNOWN;
 		if (!ret && e->dgen == gen[i]) {
 			e->flags &= ~E_DIRTY;
 			c->ndirty--;
@@ -457,6 +468,8 @@ unmark:
 	pthread_mutex_unlock(&c->mu);
 	free(bios);
 	free(fresh);
+	free(fbid);
+	free(fslot);
 	return ret;
 }
 

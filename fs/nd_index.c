@@ -10,6 +10,7 @@
  */
 #include <endian.h>
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "crc32c.h"
@@ -137,13 +138,6 @@ static int entry_read(struct gs_nd *nd, uint64_t node, uint64_t i, uint64_t *v)
 	return ret;
 }
 
-static int entry_write(struct gs_nd *nd, uint64_t node, uint64_t i, uint64_t v)
-{
-	uint64_t le = htole64(v);
-
-	return meta_write(nd, &le, sizeof(le), node + i * sizeof(le));
-}
-
 /* A child pointer must land inside the index area; anything else is corruption. */
 static bool node_ok(const struct gs_nd *nd, uint64_t node, uint32_t level)
 {
@@ -187,48 +181,101 @@ static uint64_t node_alloc(struct gs_nd *nd, uint32_t level)
 	return off;
 }
 
-int nd_index_set(struct gs_nd *nd, uint64_t bid, uint64_t slot)
+/* An index entry to write once the commit that covers it is done. */
+struct ixw {
+	uint64_t off;			/* byte offset in the index area */
+	uint64_t v;
+};
+
+static bool ixw_find(const struct ixw *w, unsigned nw, uint64_t off, uint64_t *v)
 {
-	uint64_t bc[ND_MAXD], node[ND_MAXD], v;
-	uint32_t n = nd->L.ndims, fresh = n;	/* node[fresh..] are new */
-	int ret = 0;
+	for (unsigned i = nw; i--;)
+		if (w[i].off == off) {
+			*v = w[i].v;
+			return true;
+		}
+	return false;
+}
+
+/*
+ * Place block @bid's path: nodes that do not exist yet get room at the end of
+ * the index area (in memory: root, index_end), and the entries to write are
+ * appended to @w, parents before children.  Entries planned earlier in the
+ * same batch are taken from @w.  Under imu.
+ */
+static int plan_one(struct gs_nd *nd, uint64_t bid, uint64_t slot, struct ixw *w, unsigned *nw)
+{
+	uint64_t bc[ND_MAXD], node, v;
+	uint32_t n = nd->L.ndims;
+	int ret;
 
 	nd_bcoord(&nd->L, bid, bc);
-	pthread_mutex_lock(&nd->imu);
-	/* find the path, noting where it stops existing */
-	node[0] = nd->root;
-	if (!node[0])
-		fresh = 0;
-	for (uint32_t i = 0; i + 1 < n && fresh == n; i++) {
-		ret = entry_read(nd, node[i], bc[i], &v);
-		if (ret)
-			goto out;
-		if (v && !node_ok(nd, v, i + 1)) {
-			ret = -EIO;
-			goto out;
+	if (!nd->root)
+		nd->root = node_alloc(nd, 0);	/* the superblock points at it */
+	node = nd->root;
+	for (uint32_t i = 0; i + 1 < n; i++) {
+		uint64_t at = node + bc[i] * 8;
+
+		if (!ixw_find(w, *nw, at, &v)) {
+			ret = entry_read(nd, node, bc[i], &v);
+			if (ret)
+				return ret;
 		}
-		node[i + 1] = v;
-		if (!v)
-			fresh = i + 1;
+		if (v && !node_ok(nd, v, i + 1))
+			return -EIO;
+		if (!v) {
+			v = node_alloc(nd, i + 1);
+			w[(*nw)++] = (struct ixw){ at, v };
+		}
+		node = v;
 	}
-	for (uint32_t i = fresh; i < n; i++)
-		node[i] = node_alloc(nd, i);
-	if (fresh == 0)
-		nd->root = node[0];
-	/* superblock (nslots, index_end, root) before the entries that rely on it */
-	if (nd->sb_dirty) {
+	w[(*nw)++] = (struct ixw){ node + bc[n - 1] * 8, slot + 1 };
+	return 0;
+}
+
+/*
+ * The durability rule (the same as data=ordered for arrays): no index entry
+ * may reach the device before what it points at is durable - the slot's
+ * extent allocation (a journal transaction of the fs), the block's data, and
+ * the superblock's nslots / index_end / root that make the entry valid.  The
+ * fs cache writes the index back whenever it likes, so the entries are not
+ * even handed to it before that: plan the nodes, write the superblock, let
+ * the store commit (data flushed, allocation journaled), then write the
+ * entries.  A crash before the last step loses the batch's blocks (never
+ * acknowledged: gs_nd_sync commits again after this) and leaks their slots
+ * and any nodes planned; it never leaves an entry pointing at an unallocated
+ * or reused slot, or at a node beyond index_end.  rmu makes batches take
+ * turns, so two batches never plan the same missing node twice.
+ */
+int nd_index_record(struct gs_nd *nd, const uint64_t *bid, const uint64_t *slot, unsigned n)
+{
+	unsigned nw = 0;
+	struct ixw *w;
+	int ret = 0;
+
+	w = malloc((size_t)n * nd->L.ndims * sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	pthread_mutex_lock(&nd->rmu);
+	pthread_mutex_lock(&nd->imu);
+	for (unsigned k = 0; k < n && !ret; k++)
+		ret = plan_one(nd, bid[k], slot[k], w, &nw);
+	/* nslots, index_end and root, ahead of (never behind) the entries on disk */
+	if (!ret && nd->sb_dirty)
 		ret = sb_write_locked(nd);
-		if (ret)
-			goto out;
-	}
-	/* bottom up: a pointer never leads to a node whose entries are missing */
-	ret = entry_write(nd, node[n - 1], bc[n - 1], slot + 1);
-	for (uint32_t i = n - 1; !ret && i-- > fresh;)
-		ret = entry_write(nd, node[i], bc[i], node[i + 1]);
-	if (!ret && fresh > 0 && fresh < n)
-		ret = entry_write(nd, node[fresh - 1], bc[fresh - 1], node[fresh]);
-out:
 	pthread_mutex_unlock(&nd->imu);
+	if (!ret)
+		ret = nd->st->ops->commit(nd->st);
+	pthread_mutex_lock(&nd->imu);
+	/* children before the pointers to them (tidier on disk; not needed for safety) */
+	for (unsigned i = nw; !ret && i--;) {
+		uint64_t le = htole64(w[i].v);
+
+		ret = meta_write(nd, &le, sizeof(le), w[i].off);
+	}
+	pthread_mutex_unlock(&nd->imu);
+	pthread_mutex_unlock(&nd->rmu);
+	free(w);
 	return ret;
 }
 

@@ -11,10 +11,13 @@
  *   nd_index.c   the N-level index and the superblock
  *   nd_store.c   where blocks live: a gstore fs (gs_q on contiguous extents)
  *                or plain files (tests, tools)
+ *   nd_fsck.c    fsck's pass over a space's index
  *   nd.c         the public API (gstore_nd.h)
  *
  * Locking: nd->imu guards the index and the in-memory superblock; nd->c.mu
- * guards the cache's entries.  imu is never taken with c.mu held.  Block
+ * guards the cache's entries; nd->rmu (taken before imu) makes write-back
+ * batches record their new slots one at a time.  imu is never taken with
+ * c.mu held.  Block
  * I/O completions only take c.mu.
  */
 #ifndef ND_INTERNAL_H
@@ -163,6 +166,9 @@ struct nd_store_ops {
 	/* Start all @n transfers; each completes through its done().  Returns 0 or
 	 * -errno with nothing started. */
 	int (*submit)(struct nd_store *s, struct nd_bio **b, unsigned n);
+	/* Make the blocks written so far and the slots' extents durable (before
+	 * the index entries that point at them are written at all). */
+	int (*commit)(struct nd_store *s);
 	/* Make written slots, their extents and the metadata durable. */
 	int (*sync)(struct nd_store *s);
 	/* Bytes allocated to blocks (st_blocks) and metadata. */
@@ -226,6 +232,7 @@ struct gs_nd {
 	uint64_t ino;
 	/* index + superblock */
 	pthread_mutex_t imu;
+	pthread_mutex_t rmu;		/* one batch records new slots at a time */
 	uint64_t root, index_end, nslots, data_ino;
 	bool sb_dirty;
 	/* cache */
@@ -269,10 +276,24 @@ int nd_sb_write(struct gs_nd *nd);
 int nd_sb_write_if_dirty(struct gs_nd *nd);
 /* slot + 1 of block @bid, 0 if never written. */
 int nd_index_lookup(struct gs_nd *nd, uint64_t bid, uint64_t *slot1);
-/* Record slot @slot for block @bid, creating nodes on the way. */
-int nd_index_set(struct gs_nd *nd, uint64_t bid, uint64_t slot);
+/* Record slot[k] for block bid[k], k < @n, blocks written the first time
+ * (their data complete): nodes, superblock, store commit, then the entries. */
+int nd_index_record(struct gs_nd *nd, const uint64_t *bid, const uint64_t *slot, unsigned n);
 /* @n new consecutive slots from *first, backed by extents. */
 int nd_slots_new(struct gs_nd *nd, uint64_t n, uint64_t *first);
+
+/* nd_fsck.c: what fsck knows of the fs, and where findings go. */
+struct nd_fsck_env {
+	const uint64_t *used;		/* bitmap: fs blocks owned by live inodes */
+	uint64_t nblocks;
+	const uint8_t *itype;		/* type of each live inode (0: free) */
+	uint64_t ninodes;
+	void (*problem)(void *arg, const char *msg);
+	void *arg;
+};
+/* Check space @ino's index against its data object and @env->used:
+ * 0 clean, 1 problems reported, -errno when it could not check. */
+int nd_fsck_space(struct gs_fs *fs, uint64_t ino, const struct nd_fsck_env *env);
 
 /* nd.c: a space over any store (tests use plain files). */
 int nd_space_format(struct nd_store *st, const struct gs_nd_params *p, uint64_t data_ino);

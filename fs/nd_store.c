@@ -101,6 +101,11 @@ static int f_sync(struct nd_store *s)
 	return 0;
 }
 
+static int f_commit(struct nd_store *s)
+{
+	return f_sync(s);
+}
+
 static void f_usage(struct nd_store *s, uint64_t *bytes)
 {
 	struct fstore *f = (struct fstore *)s;
@@ -125,6 +130,7 @@ static const struct nd_store_ops file_ops = {
 	.meta_write = f_meta_write,
 	.slot_alloc = f_slot_alloc,
 	.submit = f_submit,
+	.commit = f_commit,
 	.sync = f_sync,
 	.usage = f_usage,
 	.close = f_close,
@@ -349,6 +355,19 @@ static int g_sync(struct nd_store *s)
 	return ret;
 }
 
+/*
+ * Blocks written so far reach the media (flush), then the journal commits
+ * the slots' extents (gs_fs_fsync commits everything running, and flushes
+ * again after the commit block).
+ */
+static int g_commit(struct nd_store *s)
+{
+	struct fsstore *g = (struct fsstore *)s;
+	int ret = gs_q_flush(g->q);
+
+	return ret ? ret : gs_fs_fsync(g->fs, g->data_ino, 1);
+}
+
 static void g_usage(struct nd_store *s, uint64_t *bytes)
 {
 	struct fsstore *g = (struct fsstore *)s;
@@ -373,6 +392,7 @@ static const struct nd_store_ops fs_ops = {
 	.meta_write = g_meta_write,
 	.slot_alloc = g_slot_alloc,
 	.submit = g_submit,
+	.commit = g_commit,
 	.sync = g_sync,
 	.usage = g_usage,
 	.close = g_close,
