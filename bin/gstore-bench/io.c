@@ -4,10 +4,19 @@
  * the whole I/O core: producer thread -> its own ring -> poller thread(s) ->
  * io_uring (O_DIRECT, registered buffers and file).
  *
- * Each producer thread owns a ring and keeps --qd requests in flight: it
- * sleeps in gs_ring_cq_wait(), then for every cqe it pops records the
- * latency and pushes a new read into the same buffer slot, and kicks the
- * pollers at most once per batch.  After --warmup seconds the measured
+ * Two ways to drive it (--mode), each keeping --qd requests per thread in
+ * flight:
+ *  - cb (default): asynchronous callbacks (gs_q_submit()).  Each completion
+ *    callback, run on the poller, records the latency and resubmits its io
+ *    at a new offset, as an SPDK-style application does; the pollers are the
+ *    only threads in the I/O loop, so a request's trip is device -> poller
+ *    -> device with no thread hand-off (the way fio drives io_uring).
+ *  - ring: producer threads, one ring each (what other processes and GPUs
+ *    use).  A producer sleeps in gs_ring_cq_wait(), then for every cqe it
+ *    pops records the latency and pushes a new read into the same buffer
+ *    slot, and kicks the pollers at most once per batch: each request also
+ *    crosses producer <-> poller twice.
+ * After --warmup seconds the measured
  * window starts: IOPS, latency percentiles (1 us buckets to 10 ms, then
  * 100 us), the average number of requests in the device, and CPU time of
  * the whole process (getrusage: producers + pollers + kernel) per I/O.
@@ -43,13 +52,24 @@ static double hist_value(uint32_t b)
 }
 
 enum { PH_WARMUP, PH_MEASURE, PH_STOP };
+enum { MODE_CB, MODE_RING };
 
 struct opts {
 	const char *file;
 	uint64_t size;		/* span read from: 0 = whole device */
 	uint32_t qd, threads, bs, pollers, max_pollers, spin_us, cq_spin_us;
 	double runtime, warmup;
-	int reg, buffered;
+	int reg, buffered, mode;
+};
+
+struct worker;
+
+/* --mode cb: one in-flight request, resubmitted from its own callback */
+struct cbio {
+	struct gs_q_io io;
+	struct worker *w;
+	uint64_t start_ns;
+	uint64_t rng;
 };
 
 struct worker {
@@ -66,6 +86,8 @@ struct worker {
 	int64_t first_err;
 	uint64_t rng;
 	int ret;
+	struct cbio *cbs;	/* --mode cb */
+	uint32_t outstanding;	/* --mode cb, atomic: ios not yet retired */
 };
 
 static unsigned phase;	/* atomic */
@@ -153,6 +175,62 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
+static void cb_done(struct gs_q_io *io, int64_t res)
+{
+	struct cbio *c = (struct cbio *)io;
+	struct worker *w = c->w;
+	unsigned ph = __atomic_load_n(&phase, __ATOMIC_RELAXED);
+	uint64_t t = now_ns();
+
+	/* relaxed atomics: with several pollers, callbacks of one worker race */
+	if (res != (int64_t)w->o->bs &&
+	    !__atomic_fetch_add(&w->errors, 1, __ATOMIC_RELAXED))
+		w->first_err = res;
+	if (ph == PH_MEASURE)
+		__atomic_fetch_add(&w->hist[hist_bucket((t - c->start_ns) / 1000)], 1,
+				   __ATOMIC_RELAXED);
+	__atomic_fetch_add(&w->ios, 1, __ATOMIC_RELAXED);
+	if (ph == PH_STOP) {
+		__atomic_fetch_sub(&w->outstanding, 1, __ATOMIC_RELEASE);
+		return;
+	}
+	io->off = (xorshift(&c->rng) % w->span_blocks) * w->o->bs;
+	c->start_ns = t;
+	/* from the poller: it pops this in the same round, no kick needed */
+	if (gs_q_submit(w->q, &io, 1) != 1)
+		__atomic_fetch_sub(&w->outstanding, 1, __ATOMIC_RELEASE);
+}
+
+static int cb_start(struct worker *w)
+{
+	uint32_t qd = w->o->qd, i;
+
+	w->cbs = calloc(qd, sizeof(*w->cbs));
+	if (!w->cbs)
+		return -ENOMEM;
+	for (i = 0; i < qd; i++) {
+		struct cbio *c = &w->cbs[i];
+		struct gs_q_io *io = &c->io;
+		int ret;
+
+		c->w = w;
+		c->rng = w->rng + 0x9e3779b97f4a7c15ull * (i + 1);
+		io->op = GS_OP_READ;
+		io->len = w->o->bs;
+		io->off = (xorshift(&c->rng) % w->span_blocks) * w->o->bs;
+		io->buf = w->bufs + (size_t)i * w->o->bs;
+		io->done = cb_done;
+		c->start_ns = now_ns();
+		__atomic_fetch_add(&w->outstanding, 1, __ATOMIC_RELAXED);
+		ret = gs_q_submit(w->q, &io, 1);
+		if (ret < 0) {
+			__atomic_fetch_sub(&w->outstanding, 1, __ATOMIC_RELAXED);
+			return ret;
+		}
+	}
+	return 0;
+}
+
 static int worker_setup(struct worker *w, const struct opts *o, struct gs_q *q,
 			uint64_t span_blocks, unsigned id)
 {
@@ -174,14 +252,16 @@ static int worker_setup(struct worker *w, const struct opts *o, struct gs_q *q,
 	if (!w->ring || !w->bufs || !w->start_ns || !w->hist)
 		return -ENOMEM;
 	memset(w->bufs, 0, (size_t)o->qd * o->bs);
-	ret = gs_ring_init(w->ring, bytes, ent, ent, 0, 0);
-	if (ret)
-		return ret;
 	if (o->reg) {
 		ret = gs_q_register_buffer(q, w->bufs, (size_t)o->qd * o->bs);
 		if (ret)
 			return ret;
 	}
+	if (o->mode == MODE_CB)
+		return 0;
+	ret = gs_ring_init(w->ring, bytes, ent, ent, 0, 0);
+	if (ret)
+		return ret;
 	return gs_q_ring_add(q, w->ring, w->bufs, (size_t)o->qd * o->bs);
 }
 
@@ -205,8 +285,10 @@ static void usage(FILE *f)
 		"  --file F          image file or block device (must exist unless --size)\n"
 		"  --size S          read span from offset 0 (default: the whole device);\n"
 		"                    a missing file is created this size (sparse)\n"
+		"  --mode cb|ring    cb: callbacks resubmit from the poller (default);\n"
+		"                    ring: producer threads with a ring each\n"
 		"  --qd N            requests in flight per thread (64)\n"
-		"  --threads N       producer threads, one ring each (1)\n"
+		"  --threads N       producer threads (ring) or sets of --qd ios (cb) (1)\n"
 		"  --bs N            block size (4096)\n"
 		"  --runtime SEC     measured window (10)\n"
 		"  --warmup SEC      not measured, first (2)\n"
@@ -226,6 +308,7 @@ static int parse(struct opts *o, int argc, char **argv)
 		{ "warmup", 1, 0, 'w' }, { "pollers", 1, 0, 'p' }, { "max-pollers", 1, 0, 'P' },
 		{ "spin-us", 1, 0, 'S' }, { "cq-spin-us", 1, 0, 'C' },
 		{ "no-register", 0, 0, 'n' }, { "buffered", 0, 0, 'B' }, { "help", 0, 0, 'h' },
+		{ "mode", 1, 0, 'm' },
 		{ 0, 0, 0, 0 },
 	};
 	uint64_t v;
@@ -254,6 +337,14 @@ static int parse(struct opts *o, int argc, char **argv)
 		case 'r': o->runtime = atof(optarg); break;
 		case 'w': o->warmup = atof(optarg); break;
 		case 'n': o->reg = 0; break;
+		case 'm':
+			if (!strcmp(optarg, "cb"))
+				o->mode = MODE_CB;
+			else if (!strcmp(optarg, "ring"))
+				o->mode = MODE_RING;
+			else
+				return -EINVAL;
+			break;
 		case 'B': o->buffered = 1; break;
 		case 'h': usage(stdout); exit(0);
 		default: return -EINVAL;
@@ -329,8 +420,17 @@ int bench_io(int argc, char **argv)
 	}
 	if (!w)
 		return 1;
-	for (i = 0; i < o.threads; i++)
-		pthread_create(&w[i].th, NULL, worker_main, &w[i]);
+	for (i = 0; i < o.threads; i++) {
+		if (o.mode == MODE_RING) {
+			pthread_create(&w[i].th, NULL, worker_main, &w[i]);
+			continue;
+		}
+		ret = cb_start(&w[i]);
+		if (ret) {
+			fprintf(stderr, "gstore-bench: submit: %s\n", strerror(-ret));
+			return 1;
+		}
+	}
 
 	usleep((useconds_t)(o.warmup * 1e6));
 	gs_q_get_stats(q, &st0);
@@ -347,7 +447,7 @@ int bench_io(int argc, char **argv)
 		usleep(1000);
 		gs_q_get_stats(q, &s);
 		depth_sum += s.inflight;
-		for (i = 0; i < o.threads; i++) {
+		for (i = 0; o.mode == MODE_RING && i < o.threads; i++) {
 			struct gs_ring *r = w[i].ring;
 
 			sq_sum += gs_sq_pending(r);
@@ -362,8 +462,15 @@ int bench_io(int argc, char **argv)
 	c1 = cpu_s();
 	gs_q_get_stats(q, &st1);
 	__atomic_store_n(&phase, PH_STOP, __ATOMIC_RELAXED);
-	for (i = 0; i < o.threads; i++)
-		pthread_join(w[i].th, NULL);
+	for (i = 0; i < o.threads; i++) {
+		if (o.mode == MODE_RING) {
+			pthread_join(w[i].th, NULL);
+			continue;
+		}
+		/* acquire: pairs with the last callback's release */
+		while (__atomic_load_n(&w[i].outstanding, __ATOMIC_ACQUIRE))
+			usleep(1000);
+	}
 
 	hist = calloc(HIST_US, sizeof(*hist));
 	for (i = 0; i < o.threads; i++) {
@@ -380,15 +487,21 @@ int bench_io(int argc, char **argv)
 	iops = (ios1 - ios0) / secs;
 	cpu_io = (c1 - c0) / (double)(ios1 - ios0) * 1e6;
 
-	printf("gstore-bench io: %s, span %llu MiB, bs %u, qd %u x %u threads, pollers %u-%u, "
-	       "lba %u%s%s\n", o.file, (unsigned long long)(o.size >> 20), o.bs, o.qd, o.threads,
-	       o.pollers, o.max_pollers, g.lba_size, o.buffered ? ", buffered" : ", O_DIRECT",
+	printf("gstore-bench io: %s, span %llu MiB, bs %u, mode %s, qd %u x %u %s, pollers %u-%u, "
+	       "lba %u%s%s\n", o.file, (unsigned long long)(o.size >> 20), o.bs,
+	       o.mode == MODE_CB ? "cb" : "ring", o.qd, o.threads,
+	       o.mode == MODE_CB ? "sets" : "threads", o.pollers, o.max_pollers, g.lba_size,
+	       o.buffered ? ", buffered" : ", O_DIRECT",
 	       o.reg ? ", registered buffers" : "");
 	printf("  %.0f IOPS (%.1f MiB/s) over %.1f s\n", iops, iops * o.bs / 1048576.0, secs);
 	if (hist && total)
 		printf("  latency us: p50 %.1f  p99 %.1f  p99.9 %.1f\n", pct(hist, total, 50),
 		       pct(hist, total, 99), pct(hist, total, 99.9));
-	if (nsamples)
+	if (nsamples && o.mode == MODE_CB)
+		printf("  where the %u requests are, on average: %.1f in the backend, the rest "
+		       "completed and not yet resubmitted\n", o.qd * o.threads,
+		       (double)depth_sum / nsamples);
+	else if (nsamples)
 		printf("  where the %u requests are, on average: %.1f in the backend, %.1f queued in "
 		       "rings, %.1f completed in cqs, the rest with the producers\n",
 		       o.qd * o.threads, (double)depth_sum / nsamples, (double)sq_sum / nsamples,
@@ -403,10 +516,12 @@ int bench_io(int argc, char **argv)
 	       (unsigned long long)errors);
 
 	for (i = 0; i < o.threads; i++) {
-		gs_q_ring_del(q, w[i].ring);
+		if (o.mode == MODE_RING)
+			gs_q_ring_del(q, w[i].ring);
 		free(w[i].ring);
 		free(w[i].start_ns);
 		free(w[i].hist);
+		free(w[i].cbs);
 	}
 	gs_q_close(q);
 	for (i = 0; i < o.threads; i++)
