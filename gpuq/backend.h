@@ -59,6 +59,10 @@ struct gs_backend_ops {
 	 * (a kick counts as one) or @timeout_us passed, so a busy poller takes
 	 * completions in batches.  NULL: wait() is used. */
 	int (*wait_nr)(struct gs_bq *q, unsigned nr, int64_t timeout_us);
+	/* Optional: read on the calling thread, outside every queue (one system
+	 * call where the device allows it); returns len or -errno.  Arguments
+	 * are checked by the caller.  NULL: gs_q_pread_sync() uses the ring. */
+	int64_t (*read_sync)(struct gs_bdev *bd, void *buf, size_t len, uint64_t off);
 };
 
 extern const struct gs_backend_ops gs_backend_uring;

@@ -583,3 +583,22 @@ int gs_q_fault(struct gs_q *q, const char *spec)
 		return -EOPNOTSUPP;
 	return gs_fault_set(q->bd, spec);
 }
+
+/*
+ * A read the calling thread does itself when the backend can (no ring, no
+ * poller, no wake-up); the others fall back to gs_q_pread().  Reads only:
+ * writes stay on the pollers, which count them for the flush barrier.
+ */
+ssize_t gs_q_pread_sync(struct gs_q *q, void *buf, size_t len, uint64_t off)
+{
+	int ret;
+
+	if (!q || !q->ops->read_sync)
+		return gs_q_pread(q, buf, len, off);
+	if (len > UINT32_MAX)
+		return -EINVAL;
+	ret = check_io(q, GS_OP_READ, len, off, buf);
+	if (ret)
+		return ret;
+	return len ? q->ops->read_sync(q->bd, buf, len, off) : 0;
+}

@@ -83,6 +83,9 @@ ssize_t gs_q_pwrite(struct gs_q *q, const void *buf, size_t len, uint64_t off);
 /* Device cache flush (NVMe FLUSH / fdatasync). Ordered after every write
  * that completed before the call. */
 int gs_q_flush(struct gs_q *q);
+/* Like gs_q_pread(), but the calling thread does the read itself where the
+ * backend allows it (uring: one pread(2)); not counted in gs_q_get_stats(). */
+ssize_t gs_q_pread_sync(struct gs_q *q, void *buf, size_t len, uint64_t off);
 
 /* Asynchronous I/O with a callback, run on a poller thread (keep it short). */
 struct gs_q_io;
