@@ -4,10 +4,15 @@
 #
 #   bench/io-vs-fio.sh [FILE]
 #
-# Random 4 KiB O_DIRECT reads at queue depth 64: `gstore-bench io` (ring ->
-# poller -> io_uring) and `fio --ioengine=io_uring` (the peer), alternating,
-# RUNS times each; prints every run, the medians and the ratios
-# gstore/fio of IOPS and of CPU time per I/O.
+# Random 4 KiB O_DIRECT reads at queue depth 64: `gstore-bench io` (poller ->
+# io_uring) and `fio --ioengine=io_uring` (the peer), alternating, RUNS times
+# each; prints every run, the medians and the ratios gstore/fio of IOPS and
+# of CPU time per I/O, for each gstore-bench mode in MODES:
+#   cb    completion callbacks resubmit from the poller (gs_q_submit(3)): the
+#         way an in-process application drives the I/O core, one thread in
+#         the I/O loop as in fio (the headline figure)
+#   ring  a producer thread with its own ring (gs_ring_cq_wait(3)): the path
+#         of other processes, each request crosses producer <-> poller twice
 #
 # CPU per I/O: gstore-bench measures the whole process (producer threads,
 # pollers, kernel time) with getrusage over its measured window; for fio the
@@ -16,7 +21,8 @@
 #
 # Env: SIZE (2G) file size when it has to be created (filled with random
 # data), RUNS (5), RUNTIME (10 s), WARMUP (2 s), QD (64), THREADS (1: fio
-# --numjobs matches), POLLERS (1), B (build dir), GSTORE_BENCH_ARGS (extra
+# --numjobs matches), POLLERS (1), MODES ("cb ring"), B (build dir),
+# GSTORE_BENCH_ARGS (extra
 # options for gstore-bench io), CPUS (a taskset CPU list both programs are
 # confined to, e.g. CPUS=1; default: unconfined).
 set -euo pipefail
@@ -30,6 +36,7 @@ WARMUP=${WARMUP:-2}
 QD=${QD:-64}
 THREADS=${THREADS:-1}
 POLLERS=${POLLERS:-1}
+MODES=${MODES:-cb ring}
 BENCH=$B/bin/gstore-bench
 
 command -v fio >/dev/null || { echo "io-vs-fio: skip: fio not installed"; exit 77; }
@@ -42,23 +49,28 @@ if [[ ! -f $FILE ]]; then
 		--ioengine=psync --refill_buffers=1 --output=/dev/null
 fi
 
-gs_cmd=("$BENCH" io --file "$FILE" --qd "$QD" --threads "$THREADS" --bs 4096
+gs_base=("$BENCH" io --file "$FILE" --qd "$QD" --threads "$THREADS" --bs 4096
 	--runtime "$RUNTIME" --warmup "$WARMUP" --pollers "$POLLERS" ${GSTORE_BENCH_ARGS:-})
 fio_cmd=(fio --name=randread --filename="$FILE" --ioengine=io_uring --direct=1 --rw=randread
 	 --bs=4k --iodepth="$QD" --numjobs="$THREADS" --runtime="$RUNTIME" --time_based
 	 --ramp_time="$WARMUP" --norandommap --randrepeat=0 --output-format=json)
 
 if [[ -n ${CPUS:-} ]]; then
-	gs_cmd=(taskset -c "$CPUS" "${gs_cmd[@]}")
+	gs_base=(taskset -c "$CPUS" "${gs_base[@]}")
 	fio_cmd=(taskset -c "$CPUS" "${fio_cmd[@]}")
 fi
 
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+for mode in $MODES; do
+gs_cmd=("${gs_base[@]}" --mode "$mode")
+echo
+echo "== mode $mode"
 echo "gstore: ${gs_cmd[*]}"
 echo "fio:    ${fio_cmd[*]}"
 echo "machine: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), $(uname -r)"
-
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+rm -f "$tmp"/*
 
 for ((r = 1; r <= RUNS; r++)); do
 	"${gs_cmd[@]}" >"$tmp/gs.$r" 2>&1 || { cat "$tmp/gs.$r"; exit 1; }
@@ -85,7 +97,7 @@ EOF
 		"$(cat "$tmp/fio.res.$r")"
 done
 
-python3 - "$tmp" "$RUNS" "$((QD * THREADS))" <<'EOF'
+python3 - "$tmp" "$RUNS" "$((QD * THREADS))" "$mode" <<'EOF'
 import statistics, sys
 d, runs = sys.argv[1], int(sys.argv[2])
 def load(kind):
@@ -104,5 +116,8 @@ for name, rows in (("gstore", gs), ("fio", fio)):
 print("  gstore kept %.1f of %s requests in the device on average" % (med(gs, "inflight"), sys.argv[3]))
 ri = med(gs, "iops") / med(fio, "iops")
 rc = med(gs, "cpu_us_per_io") / med(fio, "cpu_us_per_io")
-print("ratio gstore/fio: IOPS %.2fx (target >= 0.90)  CPU per I/O %.2fx (target <= 1.00)" % (ri, rc))
+print("ratio gstore/fio (mode %s): IOPS %.2fx (target >= 0.90)  CPU per I/O %.2fx "
+      "(target <= 1.00)" % (sys.argv[4], ri, rc))
 EOF
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+done
