@@ -115,6 +115,7 @@ struct engine {
 	const char *name;
 	struct gs_graph *g;
 	double qps[16], pages[16], bfs[16], cc[16];
+	double bfs_pg[16], cc_pg[16];	/* device pages read by one BFS, by CC */
 };
 
 struct ctx {
@@ -207,6 +208,7 @@ static int one_round(struct ctx *c, struct engine *e, unsigned run, int do_cc, u
 	struct gs_graph_app_opts ao = { .batch = 4096 };
 	int64_t *depth = malloc(c->nv * sizeof(*depth));
 	uint64_t *label = malloc(c->nv * sizeof(*label));
+	uint64_t b0;
 	double t0;
 	int ret;
 
@@ -215,19 +217,24 @@ static int one_round(struct ctx *c, struct engine *e, unsigned run, int do_cc, u
 	ret = queries(c, e, &e->qps[run], &e->pages[run]);
 	if (!ret && c->nbfs) {
 		drop_cache(c->fs);
+		b0 = dev_read(c->fs);
 		t0 = now();
 		for (unsigned k = 0; k < c->nbfs && !ret; k++)
 			ret = gs_graph_bfs(e->g, srcs[k], depth, &ao);
 		e->bfs[run] = (now() - t0) / c->nbfs;
+		e->bfs_pg[run] = (double)(dev_read(c->fs) - b0) / 4096.0 / c->nbfs;
 	}
 	if (!ret && do_cc) {
 		drop_cache(c->fs);
+		b0 = dev_read(c->fs);
 		t0 = now();
 		ret = gs_graph_cc(e->g, label, &ao) < 0 ? -EIO : 0;
 		e->cc[run] = now() - t0;
+		e->cc_pg[run] = (double)(dev_read(c->fs) - b0) / 4096.0;
 	}
-	printf("result engine=%s run=%u qps=%.0f pages_per_query=%.3f bfs_s=%.3f cc_s=%.3f\n",
-	       e->name, run, e->qps[run], e->pages[run], e->bfs[run], e->cc[run]);
+	printf("result engine=%s run=%u qps=%.0f pages_per_query=%.3f bfs_s=%.3f cc_s=%.3f "
+	       "bfs_pages=%.0f cc_pages=%.0f\n", e->name, run, e->qps[run], e->pages[run],
+	       e->bfs[run], e->cc[run], e->bfs_pg[run], e->cc_pg[run]);
 	fflush(stdout);
 	free(depth);
 	free(label);

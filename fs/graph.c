@@ -353,7 +353,7 @@ int gr_graph_open_store(struct gr_store *st, struct gs_fs *fs, uint64_t ino, uns
 	g->weighted = fl & GS_GRAPH_F_WEIGHTED;
 	g->ndirs = g->directed ? 2 : 1;
 	gr_geom_init(&g->gm, le32toh(g->root.page_size), fl & GS_GRAPH_F_ID64 ? 8 : 4,
-		     g->weighted);
+		     g->weighted, fl & GS_GRAPH_F_VARINT);
 	for (unsigned d = 0; d < g->ndirs; d++) {
 		g->dir[d].pages_obj = le64toh(g->root.dir[d].pages_obj);
 		g->dir[d].gtt_obj = le64toh(g->root.dir[d].gtt_obj);
@@ -493,9 +493,11 @@ static int64_t base_read(struct gs_graph *g, unsigned d, uint64_t v, struct gr_l
 			if (ret)
 				return ret;
 		} else {
-			const uint8_t *p;
+			int64_t n = gr_page_degree(&g->gm, sc->page, (unsigned)idx);
 
-			deg += (int64_t)gr_page_list(&g->gm, sc->page, (unsigned)idx, &p);
+			if (n < 0)
+				return n;
+			deg += n;
 		}
 	}
 	return l ? (int64_t)l->n : deg;

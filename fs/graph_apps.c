@@ -17,6 +17,57 @@
 
 typedef void (*pass_fn)(struct gs_graph_req *r, void *arg);
 
+struct vkey {
+	uint64_t key, v;
+};
+
+static int cmp_vkey(const void *a, const void *b)
+{
+	const struct vkey *x = a, *y = b;
+
+	if (x->key != y->key)
+		return x->key < y->key ? -1 : 1;
+	return x->v < y->v ? -1 : x->v > y->v;
+}
+
+/*
+ * The whole vertex set of a pass in the engine's device order (gstore: by
+ * page; CSR: by id, so rowPtr and colIdx are read front to back), not only
+ * each submitted batch: a page or line then leaves the cache once per pass
+ * instead of once per batch that touches it.  Same for both engines: the
+ * algorithm visits a set, the order is the engine's.
+ */
+static int pass_order(struct gs_graph *g, const uint64_t *vs, size_t n, unsigned dir,
+		      struct gs_graph_req *req)
+{
+	struct vkey *k;
+	bool sorted = true;
+
+	if (!g->eng->order) {
+		for (size_t i = 1; i < n && sorted; i++)
+			sorted = vs[i - 1] <= vs[i];
+		if (sorted) {
+			for (size_t i = 0; i < n; i++)
+				req[i].vertex = vs[i];
+			return 0;
+		}
+	}
+	k = malloc(n * sizeof(*k));
+	if (!k)
+		return -ENOMEM;
+	pthread_rwlock_rdlock(&g->lock);
+	for (size_t i = 0; i < n; i++) {
+		k[i].v = vs[i];
+		k[i].key = g->eng->order && dir <= GS_GRAPH_IN ? g->eng->order(g, dir, vs[i]) : vs[i];
+	}
+	pthread_rwlock_unlock(&g->lock);
+	qsort(k, n, sizeof(*k), cmp_vkey);
+	for (size_t i = 0; i < n; i++)
+		req[i].vertex = k[i].v;
+	free(k);
+	return 0;
+}
+
 /* Neighbour requests for vs[0..n) in direction @dir, @fn on each reply. */
 static int pass(struct gs_graph *g, const uint64_t *vs, size_t n, unsigned dir, unsigned flags,
 		pass_fn fn, void *arg, const struct gs_graph_app_opts *o)
@@ -41,8 +92,10 @@ static int pass(struct gs_graph *g, const uint64_t *vs, size_t n, unsigned dir, 
 		ret = -ENOMEM;
 		goto free_q;
 	}
+	ret = pass_order(g, vs, n, dir, req);
+	if (ret)
+		goto free_q;
 	for (size_t i = 0; i < n; i++) {
-		req[i].vertex = vs[i];
 		req[i].dir = dir;
 		req[i].flags = flags;
 		ptr[i] = &req[i];

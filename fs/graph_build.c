@@ -279,7 +279,7 @@ int gr_build(struct gr_store *st, int fd, const struct gs_graph_import_opts *o)
 		nv = o->nv;
 	}
 	idw = !(o->flags & GS_GRAPH_IMPORT_ID64) && nv <= UINT32_MAX ? 4 : 8;
-	gr_geom_init(&gm, st->page_size, idw, b.weighted);
+	gr_geom_init(&gm, st->page_size, idw, b.weighted, !(o->flags & GS_GRAPH_IMPORT_FIXED));
 	b.wbuf = gr_page_alloc((size_t)WBUF_PAGES * st->page_size);
 	b.nv = nv;
 	b.vmap = malloc((nv + 7) / 8 + 1);
@@ -302,7 +302,8 @@ int gr_build(struct gr_store *st, int fd, const struct gs_graph_import_opts *o)
 	r.version = htole32(GS_GRAPH_VERSION);
 	r.flags = htole32((b.directed ? GS_GRAPH_F_DIRECTED : 0) |
 			  (b.weighted ? GS_GRAPH_F_WEIGHTED : 0) |
-			  (idw == 8 ? GS_GRAPH_F_ID64 : 0));
+			  (idw == 8 ? GS_GRAPH_F_ID64 : 0) |
+			  (gm.varint ? GS_GRAPH_F_VARINT : 0));
 	r.page_size = htole32(st->page_size);
 	r.nv = htole64(nv);
 	r.ne = htole64(b.directed ? entries[0] : (entries[0] + loops) / 2);

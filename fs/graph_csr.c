@@ -329,7 +329,7 @@ int gs_graph_open_csr(struct gs_fs *fs, const char *prefix, struct gs_graph **gp
 	g->directed = directed;
 	g->weighted = weighted;
 	g->ndirs = directed ? 2 : 1;
-	gr_geom_init(&g->gm, sf.block_size, idw, weighted);
+	gr_geom_init(&g->gm, sf.block_size, idw, weighted, false);
 	ret = gr_graph_keys(g);
 	if (ret) {
 		gr_graph_free(g);

@@ -129,17 +129,14 @@ struct gr_geom {
 	uint32_t ent;		/* bytes per list entry: idw (+ 4 weighted) */
 	uint32_t tup;		/* bytes per trailer tuple: idw + 4 */
 	bool weighted;
+	bool varint;		/* GS_GRAPH_F_VARINT: lists delta/varint coded */
 };
-void gr_geom_init(struct gr_geom *gm, uint32_t page_size, unsigned idw, bool weighted);
-/* Entries of a large vertex per page. */
-static inline uint64_t gr_large_cap(const struct gr_geom *gm)
+void gr_geom_init(struct gr_geom *gm, uint32_t page_size, unsigned idw, bool weighted,
+		  bool varint);
+/* List bytes a page of one vertex can hold (one tuple, the end marker). */
+static inline uint32_t gr_large_room(const struct gr_geom *gm)
 {
-	return (gm->page_size - GR_FOOT - 2 * gm->tup) / gm->ent;
-}
-/* Does a list of @deg entries fit an empty page? */
-static inline bool gr_fits_page(const struct gr_geom *gm, uint64_t deg)
-{
-	return deg <= gr_large_cap(gm);
+	return gm->page_size - GR_FOOT - 2 * gm->tup;
 }
 
 /* Check magic, crc and trailer bounds of a page read from disk. */
@@ -159,10 +156,10 @@ static inline const uint8_t *gr_page_tuple(const struct gr_geom *gm, const void 
 }
 /* Find @v in a page: its index, or -1. */
 int gr_page_find(const struct gr_geom *gm, const void *page, uint64_t v);
-/* The list of tuple @i: entry count and where the ids start. */
-uint64_t gr_page_list(const struct gr_geom *gm, const void *page, unsigned i,
-		      const uint8_t **ids);
-/* Append tuple @i's list (ids, weights) to @l. */
+/* Entries in the list of tuple @i, or -EIO (a varint list that is malformed). */
+int64_t gr_page_degree(const struct gr_geom *gm, const void *page, unsigned i);
+/* Append tuple @i's list (ids, weights) to @l; -EIO if it does not decode
+ * to exactly its bytes, -ENOMEM. */
 int gr_page_append(const struct gr_geom *gm, const void *page, unsigned i, struct gr_list *l);
 
 /* Packs vertex lists (ascending vertices) into pages. */

@@ -56,6 +56,7 @@ enum {
 	GS_GRAPH_IMPORT_ID64 = 1u << 4,		/* 8-byte ids even if 4 would do */
 	GS_GRAPH_IMPORT_REPLACE = 1u << 5,	/* replace an existing graph NAME */
 	GS_GRAPH_IMPORT_SLACK = 1u << 6,	/* slack_pct is set (may be 0) */
+	GS_GRAPH_IMPORT_FIXED = 1u << 7,	/* fixed-width lists, not delta/varint coded */
 };
 
 struct gs_graph_import_opts {

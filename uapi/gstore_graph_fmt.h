@@ -33,7 +33,8 @@
 #define GS_GRAPH_F_DIRECTED	(1u << 0)
 #define GS_GRAPH_F_WEIGHTED	(1u << 1)
 #define GS_GRAPH_F_ID64		(1u << 2)	/* vertex ids 8 bytes (else 4) */
-#define GS_GRAPH_F_KNOWN	0x7u
+#define GS_GRAPH_F_VARINT	(1u << 3)	/* lists delta/varint coded (below) */
+#define GS_GRAPH_F_KNOWN	0xfu
 
 /* Vertex id that is never a vertex: end marker tuples, "no record". */
 #define GS_GRAPH_NONE		(~0ULL)
@@ -86,6 +87,15 @@ struct gs_graph_root {
  * the last list>, so degree(i) = (off(i+1) - off(i)) / entry size.  A page
  * with GS_GRAPH_PF_LARGE holds one chunk of a vertex whose list does not
  * fit one page (one tuple, offset 0); its chunks fill whole pages.
+ *
+ * With GS_GRAPH_F_VARINT in the root (every graph built since it exists) a
+ * list is coded instead: the entry count n, the first id, then the n - 1
+ * gaps to the previous id, each an unsigned LEB128 varint (7 bits a byte,
+ * low bits first, high bit set on all but the last byte); then (weighted)
+ * n f32 weights, unaligned.  The list must end exactly at the next tuple's
+ * offset.  Each page (each chunk of a large vertex) codes its lists on its
+ * own, starting from an absolute id.  Readers that predate the flag refuse
+ * such a graph ("unsupported flags").
  */
 struct gs_graph_page_foot {
 	__le32 magic;

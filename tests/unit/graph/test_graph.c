@@ -4,7 +4,8 @@
  * (directed/undirected, weighted, hubs larger than a page, isolated
  * vertices) against the in-memory reference; random update batches,
  * merges, reopening; all-or-nothing update errors; power cuts during sync
- * and merge; the queues.
+ * and merge; the queues; the page codec (varint lists, fixed-width lists
+ * of graphs built before it, malformed lists).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,6 +19,7 @@
 #include "graph_ref.h"
 
 static char tmpdir[] = "/tmp/gstore-graph-test-XXXXXX";
+static uint32_t extra_flags;	/* ORed into every import: GS_GRAPH_IMPORT_FIXED */
 
 static int setup(void **state)
 {
@@ -49,6 +51,7 @@ static int build_file(struct gr_store *st, const char *path, struct gs_graph_imp
 	assert_true(fd >= 0);
 	if (!o->format)
 		o->format = (uint32_t)gr_detect_format(fd, path);
+	o->flags |= extra_flags;
 	ret = gr_build(st, fd, o);
 	close(fd);
 	return ret;
@@ -96,6 +99,8 @@ static void one_import(int fmt, bool directed, bool weighted, uint32_t page, siz
 		fail_msg("import: %s", err);
 	g = open_g(st);
 	check(r, g);
+	assert_int_equal(!!(le32toh(g->root.flags) & GS_GRAPH_F_VARINT),
+			 !(extra_flags & GS_GRAPH_IMPORT_FIXED));
 	assert_int_equal(gs_graph_close(g), 0);
 	st->ops->destroy(st);
 	ref_free(r);
@@ -521,6 +526,110 @@ static void test_queues(void **state)
 	st->ops->destroy(st);
 }
 
+/* Graphs with fixed-width lists (built before varint coding, or with
+ * GS_GRAPH_IMPORT_FIXED) read, update and merge as before. */
+static void test_fixed_lists(void **state)
+{
+	extra_flags = GS_GRAPH_IMPORT_FIXED;
+	one_import(GS_GRAPH_FMT_TEXT, false, true, 4096, 0);
+	one_import(GS_GRAPH_FMT_MTX, true, false, 4096, 0);
+	one_import(GS_GRAPH_FMT_SG, false, false, 512, 0);
+	updates_cycle(true, true, 512);
+	extra_flags = 0;
+}
+
+struct sink {
+	uint8_t *pages;
+	struct gr_gent e[64];
+	unsigned n;
+	uint32_t ps;
+};
+
+static int to_mem(void *arg, void *page, uint64_t key, uint64_t last, uint32_t flags)
+{
+	struct sink *s = arg;
+
+	assert_true(s->n < 64);
+	memcpy(s->pages + (size_t)s->n * s->ps, page, s->ps);
+	s->e[s->n] = (struct gr_gent){ .key = key, .last = last, .page = s->n, .flags = flags };
+	s->n++;
+	return 0;
+}
+
+/* Pack lists with extreme gaps and a vertex larger than a page, read every
+ * one back; a list that does not decode to exactly its bytes is -EIO. */
+static void codec(unsigned idw, bool weighted)
+{
+	const uint32_t ps = 512;
+	uint64_t top = idw == 4 ? UINT32_MAX : UINT64_MAX - 1;
+	uint64_t a[] = { 0, 1, 2, 300, 70000, top - 1, top }, big[400], one[] = { top };
+	float w[400];
+	struct sink s = { .pages = malloc(64 * ps), .ps = ps };
+	struct gr_geom gm;
+	struct gr_packer pk;
+	struct gr_list l = { 0 };
+	uint64_t got = 0;
+
+	for (unsigned i = 0; i < 400; i++) {
+		big[i] = (uint64_t)i * i * 977 + (i ? top / 2 : 0);
+		w[i] = (float)i / 3;
+	}
+	gr_geom_init(&gm, ps, idw, weighted, true);
+	assert_int_equal(gr_pack_init(&pk, &gm, 0, 7, to_mem, &s), 0);
+	assert_int_equal(gr_pack_vertex(&pk, 5, a, w, 7), 0);
+	assert_int_equal(gr_pack_vertex(&pk, 6, one, w, 1), 0);
+	assert_int_equal(gr_pack_vertex(&pk, 9, big, w, 400), 0);	/* large: many pages */
+	assert_int_equal(gr_pack_vertex(&pk, 10, a + 1, w, 3), 0);
+	/* a list must ascend: gaps are unsigned */
+	assert_int_equal(gr_pack_vertex(&pk, 11, (uint64_t[]){ 5, 4 }, w, 2), -EINVAL);
+	assert_int_equal(gr_pack_finish(&pk), 0);
+	gr_pack_free(&pk);
+	assert_true(s.n >= 3);
+	for (unsigned p = 0; p < s.n; p++) {
+		uint8_t *pg = s.pages + (size_t)p * ps;
+
+		assert_int_equal(gr_page_check(&gm, pg), 0);
+		for (unsigned i = 0; i < gr_page_count(&gm, pg); i++) {
+			uint64_t v = gr_ldid(gr_page_tuple(&gm, pg, i), idw);
+			const uint64_t *want = v == 5 ? a : v == 6 ? one : v == 9 ? big : a + 1;
+			uint64_t off = v == 9 ? got : 0;
+			int64_t deg = gr_page_degree(&gm, pg, i);
+
+			l.n = 0;
+			assert_int_equal(gr_page_append(&gm, pg, i, &l), 0);
+			assert_int_equal(deg, (int64_t)l.n);
+			for (size_t k = 0; k < l.n; k++) {
+				assert_true(l.ids[k] == want[off + k]);
+				assert_true(l.w[k] == (weighted ? w[off + k] : 1.0f));
+			}
+			if (v == 9)
+				got += l.n;
+		}
+	}
+	assert_int_equal(got, 400);
+	/* vertex 5's list is first in page 0: cut its last byte off the end */
+	uint8_t *pg = s.pages;
+	uint8_t *t1 = (uint8_t *)gr_page_tuple(&gm, pg, 1) + idw;
+
+	gr_st32(t1, gr_ld32(t1) - 1);
+	l.n = 0;
+	assert_int_equal(gr_page_append(&gm, pg, 0, &l), -EIO);
+	/* and a count larger than the bytes */
+	gr_st32(t1, gr_ld32(t1) + 1);
+	pg[0] = 0x7f;
+	assert_true(gr_page_degree(&gm, pg, 0) == -EIO || gr_page_append(&gm, pg, 0, &l) == -EIO);
+	gr_list_free(&l);
+	free(s.pages);
+}
+
+static void test_page_codec(void **state)
+{
+	codec(4, false);
+	codec(4, true);
+	codec(8, false);
+	codec(8, true);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -532,6 +641,8 @@ int main(void)
 		cmocka_unit_test(test_updates_merge),
 		cmocka_unit_test(test_power_cut),
 		cmocka_unit_test(test_queues),
+		cmocka_unit_test(test_fixed_lists),
+		cmocka_unit_test(test_page_codec),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
