@@ -220,6 +220,86 @@ static void test_callback(void **state)
 	gs_q_close(q);
 }
 
+/*
+ * ---- callbacks that resubmit: each completion queues the next read from
+ * the poller thread itself (gs_q_submit() there kicks nobody: the poller
+ * pops it in the same round); chains must all run to the end, with the
+ * right data at every hop.
+ */
+
+#define CHAINS	24
+#define HOPS	40
+
+struct chain {
+	struct gs_q_io io;
+	struct gs_q *q;
+	unsigned id, hop;
+	unsigned *bad;		/* atomic */
+	unsigned *ended;	/* atomic */
+};
+
+static uint64_t chain_blk(unsigned id, unsigned hop)
+{
+	return (id * 7919u + hop * 104729u) % NBLK;
+}
+
+static void chain_done(struct gs_q_io *io, int64_t res)
+{
+	struct chain *c = (struct chain *)io;
+	struct gs_q_io *ios[1] = { io };
+
+	if (res != BS || !tq_check(io->buf, BS, chain_blk(c->id, c->hop), 3))
+		__atomic_fetch_add(c->bad, 1, __ATOMIC_RELAXED);
+	if (++c->hop == HOPS) {
+		__atomic_fetch_add(c->ended, 1, __ATOMIC_RELEASE);
+		return;
+	}
+	memset(io->buf, 0, BS);
+	io->off = chain_blk(c->id, c->hop) * BS;
+	if (gs_q_submit(c->q, ios, 1) != 1) {
+		__atomic_fetch_add(c->bad, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(c->ended, 1, __ATOMIC_RELEASE);
+	}
+}
+
+static void test_callback_chain(void **state)
+{
+	static const uint32_t pollers[][2] = { { 1, 1 }, { 2, 2 }, { 1, 3 } };
+	char *buf = tq_alloc((size_t)CHAINS * BS);
+	struct chain c[CHAINS];
+	unsigned i, j, k;
+
+	for (k = 0; k < sizeof(pollers) / sizeof(pollers[0]); k++) {
+		struct gs_q *q = open_q(pollers[k][0], pollers[k][1], 16);
+		struct gs_q_io *ios[CHAINS];
+		unsigned bad = 0, ended = 0;
+
+		/* every block a chain visits holds its pattern (blocks may repeat) */
+		for (i = 0; i < CHAINS; i++)
+			for (j = 0; j < HOPS; j++) {
+				tq_fill(buf, BS, chain_blk(i, j), 3);
+				assert_int_equal(gs_q_pwrite(q, buf, BS, chain_blk(i, j) * BS), BS);
+			}
+		for (i = 0; i < CHAINS; i++) {
+			c[i] = (struct chain){
+				.io = { .op = GS_OP_READ, .len = BS, .off = chain_blk(i, 0) * BS,
+					.buf = buf + (size_t)i * BS, .done = chain_done },
+				.q = q, .id = i, .bad = &bad, .ended = &ended,
+			};
+			ios[i] = &c[i].io;
+		}
+		assert_int_equal(gs_q_submit(q, ios, CHAINS), CHAINS);
+		/* acquire: pairs with the last callback's release */
+		while (__atomic_load_n(&ended, __ATOMIC_ACQUIRE) < CHAINS)
+			usleep(100);
+		assert_int_equal(bad, 0);
+		for (i = 0; i < CHAINS; i++)
+			assert_int_equal(c[i].hop, HOPS);
+		gs_q_close(q);
+	}
+	free(buf);
+}
+
 /* ---- flush ordering: a flush completes after every write queued before it ---- */
 
 struct ord {
@@ -518,6 +598,7 @@ int main(void)
 		cmocka_unit_test(test_sync_threads),
 		cmocka_unit_test(test_large),
 		cmocka_unit_test(test_callback),
+		cmocka_unit_test(test_callback_chain),
 		cmocka_unit_test(test_flush_order),
 		cmocka_unit_test(test_ext_ring),
 		cmocka_unit_test(test_cq_overflow),
