@@ -652,7 +652,8 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	buf = thread_buf(gf);
 	if (!buf)
 		return reply_status(req, -ENOMEM);
-	n = gs_fs_read(gf->fs, ino, buf, size < MAX_IO ? size : MAX_IO, (uint64_t)off);
+	n = gs_fs_pread(gf->fs, ino, buf, size < MAX_IO ? size : MAX_IO, (uint64_t)off,
+			(fi->flags & O_DIRECT) ? GS_FS_READ_DIRECT : 0);
 	if (n < 0)
 		return reply_status(req, (int)n);
 	COUNT(gf, read_bytes, (uint64_t)n);

@@ -119,6 +119,15 @@ int gs_fs_readdir(struct gs_fs *fs, uint64_t ino, uint64_t cookie, gs_fs_filldir
 
 /* Data: any offset and size; reads past EOF return short; holes read zeros. */
 ssize_t gs_fs_read(struct gs_fs *fs, uint64_t ino, void *buf, size_t len, uint64_t off);
+/* gs_fs_pread() flags */
+enum {
+	GS_FS_READ_DIRECT = 1u << 0,	/* an O_DIRECT reader: fill no cache lines */
+};
+/* gs_fs_read() with flags: with GS_FS_READ_DIRECT, pieces of an object with
+ * nothing dirty in the cache are read from the device on the calling thread,
+ * whatever their size; otherwise only pieces of a cache line or more. */
+ssize_t gs_fs_pread(struct gs_fs *fs, uint64_t ino, void *buf, size_t len, uint64_t off,
+		    unsigned flags);
 ssize_t gs_fs_write(struct gs_fs *fs, uint64_t ino, const void *buf, size_t len, uint64_t off);
 /* mode: 0, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE|KEEP_SIZE; else -EOPNOTSUPP */
 int gs_fs_fallocate(struct gs_fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t len);

@@ -57,6 +57,31 @@ static inline int test_mount(struct gs_fs **fs, const char *path)
 	return test_mount_fault(fs, path, NULL);
 }
 
+/* A fresh scratch image of @size bytes, mounted; *arrays: the arrays/ dir. */
+static inline int test_scratch(const char *tag, uint64_t size, char **img, struct gs_fs **fs,
+			       uint64_t *arrays)
+{
+	struct gs_stat st;
+
+	gs_set_log_func(test_log, NULL);
+	*img = test_image_path(tag);
+	if (test_mkfs(*img, size, 4096) || test_mount(fs, *img))
+		return -1;
+	if (arrays && gs_fs_lookup(*fs, GS_ROOT_INO, "arrays", &st))
+		return -1;
+	if (arrays)
+		*arrays = st.ino;
+	return 0;
+}
+
+static inline int test_scratch_end(char *img, struct gs_fs *fs)
+{
+	gs_fs_unmount(fs);
+	unlink(img);
+	free(img);
+	return 0;
+}
+
 static inline void test_fill(uint8_t *p, size_t n, uint64_t seed)
 {
 	uint64_t x = seed * 0x9e3779b97f4a7c15ULL + 1;

@@ -181,9 +181,7 @@ static void test_threads(void **state)
 
 static int setup(void **state)
 {
-	gs_set_log_func(test_log, NULL);
-	img = test_image_path("conc");
-	if (test_mkfs(img, 128u << 20, 4096) || test_mount(&fs, img))
+	if (test_scratch("conc", 128u << 20, &img, &fs, NULL))
 		return -1;
 	fs->icache_max = 4;	/* keep evicting and reloading inodes and maps */
 	return 0;
@@ -191,10 +189,7 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-	gs_fs_unmount(fs);
-	unlink(img);
-	free(img);
-	return 0;
+	return test_scratch_end(img, fs);
 }
 
 int main(void)

@@ -20,24 +20,12 @@ static uint64_t arrays;
 
 static int setup(void **state)
 {
-	struct gs_stat st;
-
-	gs_set_log_func(test_log, NULL);
-	img = test_image_path("ops");
-	if (test_mkfs(img, 64u << 20, 4096) || test_mount(&fs, img))
-		return -1;
-	if (gs_fs_lookup(fs, GS_ROOT_INO, "arrays", &st))
-		return -1;
-	arrays = st.ino;
-	return 0;
+	return test_scratch("ops", 64u << 20, &img, &fs, &arrays);
 }
 
 static int teardown(void **state)
 {
-	gs_fs_unmount(fs);
-	unlink(img);
-	free(img);
-	return 0;
+	return test_scratch_end(img, fs);
 }
 
 static void remount(void)
