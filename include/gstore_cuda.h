@@ -156,6 +156,53 @@ static inline __device__ int gs_prefetch(struct gs_cam *q, const uint64_t *block
 }
 
 /*
+ * The same for one block per thread, with the warp's requests issued
+ * together: every active lane calls it (each with its own id and dst); one
+ * lane takes the warp's tickets with one atomic on each counter.  Returns
+ * this lane's 0 or -errno, as gs_prefetch().
+ */
+static inline __device__ int gs_prefetch_warp(struct gs_cam *q, uint64_t block_id, void *dst)
+{
+	unsigned am = __activemask();
+	uint64_t bs = 1ull << q->block_shift;
+	uint64_t off = (uint64_t)((const char *)dst - q->buf);
+	int64_t dev = gs_cam_dev_off(q, block_id);
+	int lane = threadIdx.x & 31, ret = 0;
+
+	if ((const char *)dst < q->buf || off > q->buf_len || bs > q->buf_len - off)
+		dev = -GS_EINVAL;
+	if (dev < 0) {
+		gs_cam_fail(q, dev);
+		ret = (int)dev;
+	}
+	unsigned vm = __ballot_sync(am, dev >= 0);
+	uint32_t n = __popc(vm), rank = __popc(vm & ((1u << lane) - 1));
+	int leader = __ffs(vm) - 1;
+	uint64_t t = 0, s = 0;
+
+	if (!vm)
+		return ret;
+	if (lane == leader) {
+		t = gs_cam_reserve(q, n);
+		s = gs_cam_sq_reserve(q, n);
+	}
+	t = __shfl_sync(am, t, leader);
+	s = __shfl_sync(am, s, leader);
+	if (dev >= 0) {
+		struct gs_sqe e = { 0 };
+
+		e.op = GS_OP_READ;
+		e.flags = GS_SQE_CQE | GS_SQE_BUF_OFF;
+		e.len = (uint32_t)bs;
+		e.off = (uint64_t)dev;
+		e.buf = off;
+		e.tag = t + rank;
+		gs_cam_push_at(q, s + rank, &e, rank == n - 1);
+	}
+	return ret;
+}
+
+/*
  * Wait until every request issued on @q before the call (by any thread) has
  * completed.  Threads that read the data must call it too, or be ordered
  * after a caller by __syncthreads() in the same block.  One lane per warp
@@ -241,6 +288,18 @@ static inline __device__ void gs_array_access(struct gs_bam *a, uint64_t byte, i
 			gs_d_backoff(&ns);
 	}
 	__syncwarp(am);
+}
+
+/*
+ * Warp-level line access: every active lane passes the same @line (a page
+ * index); the warp takes one reference and op(line bytes) runs on every
+ * lane, which reads (or, with @dirty, writes) its share of the line: one
+ * lookup per line instead of one per element, for sweeps over hot data.
+ */
+template <typename F>
+static inline __device__ void gs_array_line(struct gs_bam *a, uint64_t line, int dirty, F op)
+{
+	gs_array_access(a, line << a->line_shift, dirty, op);
 }
 
 template <typename T>

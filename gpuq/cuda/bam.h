@@ -202,20 +202,18 @@ done:
 /*
  * A free slot, by clock: empty slots first, then unreferenced pages whose
  * clock bit is clear (written back first if dirty).  The slot is returned
- * CLAIMED.  Fails only if every write-back fails for a whole sweep... and
- * then keeps trying: a full cache of pinned lines is the caller's bug.
+ * CLAIMED, or GS_BAM_NOSLOT after two sweeps found none (every line
+ * referenced): the caller backs off without waiting here, because the
+ * references may belong to lanes of its own warp that cannot run their
+ * release while this lane spins.
  */
 GS_HD uint32_t gs_bam_victim(struct gs_bam *b)
 {
-	uint32_t ns = 64;
-
-	for (uint64_t n = 0;; n++) {
+	for (uint64_t n = 0; n < 2ull * b->nslots; n++) {
 		uint32_t s = (uint32_t)(gs_d_faa(&b->clock, 1) % b->nslots);
 		uint64_t p = gs_d_load_acq(&b->slot_page[s]);
 		uint32_t st;
 
-		if (n && n % b->nslots == 0)
-			gs_d_backoff(&ns);	/* a whole sweep found nothing: all pinned */
 		if (p == GS_BAM_EMPTY) {
 			if (gs_d_cas(&b->slot_page[s], &p, GS_BAM_CLAIMED))
 				return s;
@@ -252,12 +250,13 @@ GS_HD uint32_t gs_bam_victim(struct gs_bam *b)
 		gs_d_faa(&b->evictions, 1);
 		return s;
 	}
+	return GS_BAM_NOSLOT;
 }
 
 /*
  * Take a reference on @page and make it valid; returns its slot,
  * GS_BAM_NOSLOT if the read failed (b->err says why), or GS_BAM_RETRY when
- * another thread is filling or evicting the page.  The call itself never
+ * another thread is filling or evicting the page (or no line is free).  The call itself never
  * waits for another thread of the cache, only for I/O: GPU callers loop
  * over it at warp level (gstore_cuda.h) so that the lanes of a warp that
  * wait on each other still all advance.  @dirty: the caller will write it.
@@ -289,6 +288,11 @@ GS_HD uint32_t gs_bam_get_try(struct gs_bam *b, uint64_t page, int dirty)
 		/* we fill it */
 		uint32_t s = gs_bam_victim(b);
 
+		if (s == GS_BAM_NOSLOT) {	/* all lines in use: undo, come back later */
+			gs_d32_faa_rel(pw, (uint32_t)-(GS_BAM_BUSY | 1));
+			gs_d_faa(&b->busy_waits, 1);
+			return GS_BAM_RETRY;
+		}
 		gs_d_faa(&b->misses, 1);
 		gs_d32_store_rlx(&b->pslot[page], s);
 		gs_d_store_rel(&b->slot_page[s], page);

@@ -352,6 +352,48 @@ GS_HD uint64_t gs_cam_issue(struct gs_cam *c, uint8_t op, uint64_t dev_off, uint
 	return t;
 }
 
+/*
+ * A warp's worth of requests at once (gs_prefetch() on the GPU): reserve @n
+ * CAM tickets with one fetch-add and wait until the words of all of them
+ * are free; returns the first.  The caller then takes @n sq tickets with
+ * gs_cam_sq_reserve() and fills them (gs_cam_push_at()), so that the two
+ * hot counters see one atomic per warp instead of one per thread.
+ */
+GS_HD uint64_t gs_cam_reserve(struct gs_cam *c, uint32_t n)
+{
+	uint64_t t = gs_d_faa(&c->tail, n);
+	uint32_t ns = 64;
+
+	/* the last word's previous owner (ticket t + n - 1 - ncw) must have retired */
+	while (t + n > c->ncw && gs_d_load_acq(&c->retire) <= t + n - 1 - c->ncw)
+		gs_cam_wait_step(c, &ns);
+	return t;
+}
+
+/* @n consecutive sq tickets (see gs_cam_push()); returns the first. */
+GS_HD uint64_t gs_cam_sq_reserve(struct gs_cam *c, uint32_t n)
+{
+	struct gs_ring *r = c->ring;
+
+	return c->sq_ctr != &r->sq_tail ? gs_d_faa(c->sq_ctr, n) : gs_faa64(&r->sq_tail, n);
+}
+
+/* Fill sq ticket @t (reserved) with @e; @last: t is the highest of its batch. */
+GS_HD void gs_cam_push_at(struct gs_cam *c, uint64_t t, const struct gs_sqe *e, int last)
+{
+	struct gs_ring *r = c->ring;
+	struct gs_sq_slot *s = &gs_ring_sq(r)[t & c->sq_mask];
+	uint32_t ns = 32;
+
+	/* acquire: the previous lap's consumer finished reading the slot */
+	while (gs_load_acq64(&s->seq) != t)
+		gs_d_backoff(&ns);
+	gs_sq_fill(s, t, e);
+	/* hint only, as in gs_cam_push() */
+	if (last && c->sq_ctr != &r->sq_tail && gs_d_max(&c->sq_hint, t + 1) < t + 1)
+		gs_store_rel64(&r->sq_tail, t + 1);
+}
+
 /* Wait until every request issued before the call has completed; returns
  * the sticky first error (0 or -errno). */
 GS_HD int gs_cam_sync(struct gs_cam *c)

@@ -20,13 +20,20 @@ for id in 0 1; do
 	pids+=($!)
 done
 fail=0
-for i in 1 2 3; do
+# cats back to back while either process runs (at least 2), each compared
+ncat=0 during=0
+while ((ncat < 2)) || kill -0 "${pids[@]}" 2>/dev/null; do
+	alive=$(ps -o pid= -p "${pids[0]},${pids[1]}" | wc -l)
 	if ! cat "$FILE" | cmp -n $ncmp - "$SRC"; then
-		echo "cat $i: differs from the source"
+		echo "cat $ncat: differs from the source"
 		fail=1
 	fi
+	((ncat++))
+	((alive > 0)) && ((during++))
+	((ncat >= 20)) && break
 done
-echo "3 cats of $size bytes done (pids ${pids[*]} running meanwhile: $(ps -o pid= -p "${pids[*]// /,}" | wc -l))"
+echo "$ncat cats of $size bytes, $during started while t_attach ran: $([[ $fail == 0 ]] && echo all equal)"
+((during > 0)) || { echo "no cat overlapped the CUDA processes"; fail=1; }
 for k in 0 1; do
 	wait "${pids[$k]}" || { echo "t_attach $k failed"; fail=1; }
 	grep -h "t_attach\[" "$LOG/attach$k.log"

@@ -218,6 +218,22 @@ static __global__ void cam_kernel(struct gs_cam *q, char *region, uint64_t nread
 	atomicAdd(sum, s);
 }
 
+/* The same with the warp's requests issued together (gs_prefetch_warp). */
+static __global__ void camw_kernel(struct gs_cam *q, char *region, uint64_t nread, uint32_t rounds,
+				   uint64_t seed, unsigned long long *sum)
+{
+	uint64_t tid = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	char *dst = region + tid * BS;
+	unsigned long long s = 0;
+
+	for (uint32_t r = 0; r < rounds; r++) {
+		gs_prefetch_warp(q, mix(seed ^ (tid << 24) ^ r) % nread, dst);
+		gs_prefetch_sync(q);
+		s += *(volatile uint64_t *)dst;
+	}
+	atomicAdd(sum, s);
+}
+
 static __global__ void bam_kernel(struct gs_bam *a, uint64_t nelem, uint32_t rounds, uint64_t seed,
 				  unsigned long long *sum)
 {
@@ -226,6 +242,32 @@ static __global__ void bam_kernel(struct gs_bam *a, uint64_t nelem, uint32_t rou
 
 	for (uint32_t r = 0; r < rounds; r++)
 		s += gs_array_get_u64(a, mix(seed ^ (tid << 24) ^ r) % nelem);
+	atomicAdd(sum, s);
+}
+
+/* Sweep of lines [0, n / 512) of u64 elements, a line per warp access
+ * (gs_array_line: one reference per 4 KiB, 16-byte loads), @reps times. */
+static __global__ void hot_line_kernel(struct gs_bam *a, uint64_t n, int reps,
+				       unsigned long long *sum)
+{
+	uint64_t warp = ((uint64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+	uint64_t nwarps = (uint64_t)gridDim.x * blockDim.x / 32;
+	uint64_t nlines = n * 8 >> a->line_shift;
+	int lane = threadIdx.x & 31;
+	unsigned long long s = 0;
+
+	for (int r = 0; r < reps; r++)
+		for (uint64_t l = warp; l < nlines; l += nwarps)
+			gs_array_line(a, l, 0, [&](char *p) {
+				const uint4 *q = (const uint4 *)p;
+				uint32_t n16 = (1u << a->line_shift) / 16;
+
+				for (uint32_t k = lane; k < n16; k += 32) {
+					uint4 v = q[k];
+
+					s += v.x ^ v.y ^ v.z ^ v.w;
+				}
+			});
 	atomicAdd(sum, s);
 }
 
@@ -298,6 +340,21 @@ static void hot_launch(void *p)
 	hot_kernel<<<b->blocks, b->threads>>>(b->a, b->n, b->rounds, b->sum);
 }
 
+static void hot_line_launch(void *p)
+{
+	bam_arg *b = (bam_arg *)p;
+
+	hot_line_kernel<<<b->blocks, b->threads>>>(b->a, b->n, b->rounds, b->sum);
+}
+
+static void camw_launch(void *p)
+{
+	cam_arg *a = (cam_arg *)p;
+
+	camw_kernel<<<a->blocks, a->threads>>>(a->q, a->region, nread, a->rounds,
+					       mix(now_s() * 1e9), a->sum);
+}
+
 static void bench_cam(unsigned pollers, double target_iops)
 {
 	struct gs_q *q = open_q(path, pollers, 0);
@@ -310,21 +367,24 @@ static void bench_cam(unsigned pollers, double target_iops)
 	p.sq_entries = 8192;
 	OK(gs_cuda_open(&c, q, &p));
 	CK(cudaMalloc(&sum, sizeof(*sum)));
-	int sms[] = { 1, 2, 4, 8, 16, 32, 132 };
+	int sms[] = { 1, 4, 16, 32, 132 };
 
-	for (int k = 0; k < 7; k++) {
+	/* w 0: gs_prefetch per thread; w 1: gs_prefetch_warp (a warp's tickets at once) */
+	for (int w = 0; w < 2; w++)
+	for (int k = 0; k < 5; k++) {
 		cam_arg a = { gs_cuda_cam(c), (char *)gs_cuda_buf(c, NULL), sms[k], threads, 0, sum };
 		uint64_t want = (uint64_t)(target_iops * secs);
 
 		a.rounds = (uint32_t)std::max<uint64_t>(2, want / (a.blocks * threads));
 		double iops = median_of([&] {
-			return a.rounds * (double)a.blocks * threads / gpu_time(cam_launch, &a);
+			return a.rounds * (double)a.blocks * threads /
+			       gpu_time(w ? camw_launch : cam_launch, &a);
 		});
 		char name[64], how[128];
 
-		snprintf(name, sizeof(name), "cam_p%u_sm%d", pollers, sms[k]);
-		snprintf(how, sizeof(how), "%d blocks x %d threads, %u pollers", sms[k], threads,
-			 pollers);
+		snprintf(name, sizeof(name), "cam%s_p%u_sm%d", w ? "w" : "", pollers, sms[k]);
+		snprintf(how, sizeof(how), "%d blocks x %d threads, %u pollers%s", sms[k], threads,
+			 pollers, w ? ", warp tickets" : "");
 		result(name, iops, "IOPS", how);
 	}
 	OK(gs_cuda_error(c));
@@ -423,6 +483,9 @@ static void bench_hot(void)
 	double gbs = median_of([&] { return 5.0 * bytes / gpu_time(hot_launch, &b) / 1e9; });
 
 	result("hot_array_read", gbs, "GB/s", "256 MiB cached, coalesced get_u64, 5 sweeps");
+	double gbl = median_of([&] { return 5.0 * bytes / gpu_time(hot_line_launch, &b) / 1e9; });
+
+	result("hot_line_read", gbl, "GB/s", "256 MiB cached, gs_array_line per warp, 5 sweeps");
 	/* the peer: a device-to-device copy of the same size, read + write bytes */
 	void *x, *y;
 
@@ -446,6 +509,7 @@ static void bench_hot(void)
 
 	result("d2d_copy_rw", d2d, "GB/s", "cudaMemcpy D2D 256 MiB, read+write bytes");
 	result("hot_vs_d2d_pct", 100 * gbs / d2d, "%", "hot_array_read / d2d_copy_rw");
+	result("hot_line_vs_d2d_pct", 100 * gbl / d2d, "%", "hot_line_read / d2d_copy_rw");
 	cudaFree(x);
 	cudaFree(y);
 	gs_cuda_array_close(a);

@@ -148,7 +148,7 @@ fi
 {
 	echo
 	echo "==== gstore GPU path: $(nvidia-smi -L | head -1), $(( $(date +%s) - T0 )) s"
-	grep -hE "^(t_sysatomic|cam|bam|get|set|flush|check|t_attach|t_bfs|3 cats|cat )" \
+	grep -hE "^(t_sysatomic|cam|bam|get|set|flush|check|t_attach|t_bfs|[0-9]+ cats|cat |no cat)" \
 		"$OUT/tests.log" | grep -vE "^(cam|bam): core" | cut -c1-400
 	printf '%s\n' "${rows[@]}"
 	[[ -f $OUT/gstore-bench.log ]] && tail -4 "$OUT/gstore-bench.log" | sed 's/^/gstore-bench io: /'

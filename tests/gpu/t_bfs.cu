@@ -43,26 +43,42 @@ struct bam_graph {	/* through gstore: BaM arrays over the daemon's rings */
 	}
 };
 
+/*
+ * One level: warp w owns vertices [w * chunk, (w + 1) * chunk), so the
+ * warps work on different parts of the lists at once (many distinct lines
+ * in flight, few warps waiting on one line) and each warp walks its lists
+ * in order (its line stays hot).  The lanes load 32 depths at once; the
+ * frontier vertices among them are served one after another by the whole
+ * warp, its lanes striding over the neighbour list.
+ */
 template <typename G>
 static __global__ void bfs_level(G g, uint64_t nv, int32_t *depth, int32_t level, int *more)
 {
 	uint64_t warp = ((uint64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
 	uint64_t nwarps = (uint64_t)gridDim.x * blockDim.x / 32;
+	uint64_t chunk = (nv + nwarps - 1) / nwarps, lo = warp * chunk;
+	uint64_t hi = lo + chunk < nv ? lo + chunk : nv;
 	int lane = threadIdx.x & 31, found = 0;
 
-	for (uint64_t v = warp; v < nv; v += nwarps) {
-		if (depth[v] != level)	/* the same for the whole warp */
-			continue;
-		uint64_t s = g.row(v), e = g.row(v + 1);
+	for (uint64_t base = lo; base < hi; base += 32) {
+		uint64_t v = base + lane;
+		unsigned m = __ballot_sync(0xffffffffu, v < hi && depth[v] == level);
 
-		for (uint64_t k = s + lane; k < e; k += 32) {
-			uint64_t u = g.col(k);
+		while (m) {
+			uint64_t f = base + __ffs(m) - 1;
+			uint64_t s = g.row(f), e = g.row(f + 1);
 
-			/* a benign race: every writer writes level + 1 */
-			if (u < nv && depth[u] < 0) {
-				depth[u] = level + 1;
-				found = 1;
+			m &= m - 1;
+			for (uint64_t k = s + lane; k < e; k += 32) {
+				uint64_t u = g.col(k);
+
+				/* a benign race: every writer writes level + 1 */
+				if (u < nv && depth[u] < 0) {
+					depth[u] = level + 1;
+					found = 1;
+				}
 			}
+			__syncwarp();
 		}
 	}
 	if (__any_sync(0xffffffffu, found) && lane == 0)

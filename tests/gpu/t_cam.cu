@@ -4,7 +4,8 @@
  * through gs_prefetch / gs_prefetch_sync and compare every word with the
  * host's pattern; then write blocks with gs_write_back / gs_write_back_sync,
  * check them from the host (O_DIRECT pread) and read them back on the GPU.
- * Run with both sq-ticket modes (ring tail over PCIe, GPU-memory tickets).
+ * Run with both sq-ticket modes (ring tail over PCIe, GPU-memory tickets);
+ * odd rounds issue through gs_prefetch_warp().
  *
  *   t_cam [BLOCKS THREADS ROUNDS [WRITE_BLOCKS [dev]]]
  */
@@ -22,7 +23,8 @@ static __global__ void read_kernel(struct gs_cam *q, char *region, uint64_t nrea
 		uint64_t key = (r & 3) == 3 ? tid / 8 : tid;
 		uint64_t id = mix(seed ^ (key << 20) ^ r) % nread;
 
-		if (gs_prefetch(q, &id, 1, dst))
+		/* odd rounds: the warp's requests issued together */
+		if ((r & 1) ? gs_prefetch_warp(q, id, dst) : gs_prefetch(q, &id, 1, dst))
 			atomicAdd(bad, 1ull << 32);
 		gs_prefetch_sync(q);
 		const volatile uint64_t *w = (const volatile uint64_t *)dst;
