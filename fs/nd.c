@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "gstore_cache.h"
 #include "gstore_fs.h"
 #include "gstore_q.h"
 #include "nd_internal.h"
@@ -175,6 +176,18 @@ int nd_fs_super(struct gs_fs *fs, uint64_t ino, struct gs_nd_params *p, struct n
 	return nd_sb_decode(&d, p, x);
 }
 
+/* A space's block cache gets the mount's cache budget (-o cache=), at least ND_MIN_CACHE. */
+static size_t nd_cache_budget(struct gs_fs *fs)
+{
+	struct gs_cache *c = gs_fs_cache(fs);
+	struct gs_cache_stats cs;
+	uint64_t b;
+
+	gs_cache_get_stats(c, &cs);
+	b = (uint64_t)cs.lines * gs_cache_line_size(c);
+	return b < ND_MIN_CACHE ? ND_MIN_CACHE : (size_t)b;
+}
+
 int gs_nd_open(struct gs_fs *fs, uint64_t ino, struct gs_nd **ndp)
 {
 	struct gs_nd_params p;
@@ -188,7 +201,7 @@ int gs_nd_open(struct gs_fs *fs, uint64_t ino, struct gs_nd **ndp)
 	ret = nd_store_fs(&st, fs, ino, x.data_ino);
 	if (ret)
 		return ret;
-	ret = nd_space_open(st, 0, ndp);
+	ret = nd_space_open(st, nd_cache_budget(fs), ndp);
 	if (ret) {
 		st->ops->close(st);
 		return ret;

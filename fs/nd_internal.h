@@ -38,7 +38,8 @@ struct gs_fs;
 #define ND_MAX_BYTES	(1ULL << 62)	/* a space's row-major size must stay below */
 #define ND_MIN_BB_BYTES	(64u << 10)
 #define ND_MAX_BB_BYTES	(8u << 20)
-#define ND_CACHE_BYTES	(256u << 20)	/* default per-space cache budget */
+#define ND_CACHE_BYTES	(256u << 20)	/* per-space cache budget over plain files */
+#define ND_MIN_CACHE	(16u << 20)	/* least per-space budget on a gs_fs */
 #define ND_SLOT_UNKNOWN	UINT64_MAX
 
 /* ---- geometry (nd_geom.c) ---- */
@@ -183,6 +184,7 @@ struct nd_store {
 	uint32_t dev_align;		/* a block starts on this device boundary (0: anywhere) */
 	uint32_t align;			/* buffer alignment for O_DIRECT */
 	uint32_t gran;			/* strides are multiples of this */
+	bool line_runs;			/* slot_alloc can give line-aligned runs: no padding */
 };
 
 /* Plain files: metadata in @meta_fd, slot k at k * stride of @data_fd. */

@@ -31,9 +31,10 @@ void nd_store_set_stride(struct nd_store *s, uint64_t block_bytes)
 	if (s->dev_align > g)
 		g = s->dev_align;
 	s->stride = (block_bytes + g - 1) / g * g;
-	/* room to move the block to the next dev_align boundary of its extent */
 	s->slot_bytes = s->stride;
-	if (s->dev_align > s->gran)
+	/* without line-aligned runs: room to move the block to the next dev_align
+	 * boundary of its extent */
+	if (!s->line_runs && s->dev_align > s->gran)
 		s->slot_bytes += s->dev_align - s->gran;
 }
 
@@ -217,11 +218,23 @@ static int dev_of(struct fsstore *g, uint64_t slot, uint64_t *dev);
 static int g_slot_alloc(struct nd_store *s, uint64_t first, uint64_t n)
 {
 	struct fsstore *g = (struct fsstore *)s;
+	unsigned flags = GS_ALLOC_CONTIG;
 	uint64_t dev;
 	int ret;
 
+	/*
+	 * Slots of whole lines (spaces made since line-aligned runs): each run starts
+	 * on a line and every slot in it does too.  That needs the line the space was
+	 * made with (a mount with another -o line cannot add blocks to it).  Older
+	 * spaces keep their padding and plain runs.
+	 */
+	if (s->dev_align && s->slot_bytes % s->dev_align == 0) {
+		if (s->dev_align != gs_cache_line_size(g->cache))
+			return -EINVAL;
+		flags |= GS_ALLOC_LINE_ALIGNED;
+	}
 	ret = gs_fs_alloc_extent(g->fs, g->data_ino, first * s->slot_bytes, n * s->slot_bytes,
-				 GS_ALLOC_CONTIG, &dev);
+				 flags, &dev);
 	if ((ret == -ENOSPC || ret == -EFBIG || ret == -EEXIST) && n > 1) {
 		ret = g_slot_alloc(s, first, n / 2);
 		return ret ? ret : g_slot_alloc(s, first + n / 2, n - n / 2);
@@ -428,6 +441,7 @@ int nd_store_fs(struct nd_store **sp, struct gs_fs *fs, uint64_t ino, uint64_t d
 	g->s.gran = sf.block_size;
 	/* blocks must not share a cache line with anything cached (gstore_fs.h REQUEST 5) */
 	g->s.dev_align = gs_cache_line_size(g->cache);
+	g->s.line_runs = true;
 	pthread_mutex_init(&g->mu, NULL);
 	*sp = &g->s;
 	return 0;

@@ -8,6 +8,14 @@
         fsync each, and log "S bx by ver" before and "A bx by ver" after the
         fsync returned, in LOGPREFIX.<w> outside the mount.  They stop at the
         first error (the daemon was killed, or the power was cut).
+  nd_crash.py stream SPACE
+        a 4096x4096 u8 space (256x256 blocks) written front to back through
+        its data file, 1 MiB at a time, over and over, never synced: blocks
+        allocated and indexed by background write-back while the writers'
+        fsyncs commit
+  nd_crash.py checkstream SPACE
+        the streamed space reads without error; every 16-byte record is zeros
+        or that row's pattern
   nd_crash.py check SPACE LOGPREFIX WRITERS
         every block reads back as a version between its last acknowledged one
         and its last started one (4 KiB pieces may mix those versions: an
@@ -37,11 +45,54 @@ def path(space, bx, by, slice_view):
     return os.path.join(space, "block", "%dx%d" % (BB, BB), "%d,%d" % (bx, by))
 
 
-def make(space):
+def make(space, n=N):
     os.mkdir(space)
     os.setxattr(space, "user.gstore.bb", b"%dx%d" % (BB, BB))
-    os.setxattr(space, "user.gstore.shape", b"%dx%d" % (N, N))
+    os.setxattr(space, "user.gstore.shape", b"%dx%d" % (n, n))
     os.setxattr(space, "user.gstore.dtype", b"u8")
+
+
+SN = 4096
+
+
+def row(r, rep):
+    return struct.pack("<IIII", r, rep, 0x5EA3, 0) * (SN // 16)
+
+
+def stream(space):
+    make(space, SN)
+    rows = (1 << 20) // SN
+    rep = 0
+    try:
+        fd = os.open(os.path.join(space, "data"), os.O_WRONLY)
+        while True:
+            rep += 1
+            for r0 in range(0, SN, rows):
+                buf = b"".join(row(r, rep) for r in range(r0, r0 + rows))
+                os.pwrite(fd, buf, r0 * SN)
+    except OSError:
+        return 0
+
+
+def checkstream(space):
+    """Records (16 bytes) are zeros or row r's (any pass): a write-back may catch
+    a block while a write is copied into it, so an unsynced block can mix
+    passes, or zeros and a pass, record by record - but never hold bytes that
+    are not the stream's."""
+    import numpy as np
+    with open(os.path.join(space, "data"), "rb") as f:
+        data = f.read()
+    if len(data) != SN * SN:
+        print("stream: %d bytes" % len(data))
+        return 1
+    rec = np.frombuffer(data, dtype="<u4").reshape(SN, SN // 16, 4)
+    rows = np.arange(SN, dtype=np.uint32)[:, None]
+    zero = (rec == 0).all(axis=2)
+    good = (rec[:, :, 0] == rows) & (rec[:, :, 2] == 0x5EA3) & (rec[:, :, 3] == 0)
+    bad = np.argwhere(~(zero | good))
+    for r, k in bad[:5]:
+        print("stream: row %d, bytes %d..: foreign %s" % (r, k * 16, rec[r, k]))
+    return 1 if len(bad) else 0
 
 
 def writer(space, log, w, nw, seed):
@@ -140,6 +191,10 @@ def main():
         return 0
     if cmd == "write":
         return write(space, sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
+    if cmd == "stream":
+        return stream(space)
+    if cmd == "checkstream":
+        return checkstream(space)
     if cmd == "check":
         return check(space, sys.argv[3], int(sys.argv[4]))
     print("usage: nd_crash.py make|write|check SPACE ...", file=sys.stderr)

@@ -4,7 +4,10 @@
 # and three writers write whole blocks into it (NDS block files and hyperslab
 # slice files, fsync after each; tests/helpers/nd_crash.py logs what was
 # acknowledged outside the mount), most of them blocks written for the first
-# time, so slot allocation and index updates are in flight when it ends:
+# time, while a fourth streams a second space through its data file without
+# syncing (its new blocks get slots and index entries from background
+# write-back while the writers' fsyncs commit), so slot allocation and index
+# updates are in flight when it ends:
 #  - kill -9 of the daemon at a random moment (GS_CRASH_CYCLES, 20), and
 #  - a power cut (gs_q fault spec powercut=N,dead=eio: unflushed writes are
 #    lost or torn, nothing is acknowledged after the cut; GS_POWERCUT_CYCLES, 10).
@@ -22,7 +25,7 @@ ND="$PY $GS_ROOT/tests/helpers/nd_crash.py"
 
 # cycle N MODE [MOUNT OPTS]: one crash; returns 1 when the space could not be made
 cycle() {
-	local c=$1 mode=$2 wp acks
+	local c=$1 mode=$2 wp sp acks
 	if [[ $mode == kill ]]; then
 		gs_mount
 	else
@@ -31,13 +34,21 @@ cycle() {
 	$ND make "$MNT/nd/c$c" 2>/dev/null || { gs_kill9; echo "cycle $c: cut before the space was made"; return 1; }
 	$ND write "$MNT/nd/c$c" "$T/log.$c" $W $((RANDOM * 32768 + RANDOM)) &
 	wp=$!
+	$ND stream "$MNT/nd/s$c" 2>/dev/null &
+	sp=$!
 	sleep "$(awk -v r=$RANDOM 'BEGIN { printf "%.2f", 0.3 + (r % 120) / 100 }')"
 	gs_kill9
 	wait $wp || fail "cycle $c: a writer failed"
+	wait $sp
 	acks=$(cat "$T/log.$c".* | grep -c '^A')
 	gs_mount
 	$ND check "$MNT/nd/c$c" "$T/log.$c" $W >"$T/check.$c" ||
 		{ cat "$T/check.$c"; fail "cycle $c ($mode): acknowledged nd writes missing or wrong"; }
+	if [[ -d $MNT/nd/s$c ]]; then
+		$ND checkstream "$MNT/nd/s$c" >"$T/stream.$c" 2>&1 ||
+			{ cat "$T/stream.$c"; fail "cycle $c ($mode): the streamed space is damaged"; }
+		rmdir "$MNT/nd/s$c" || fail "rmdir nd/s$c"
+	fi
 	if [[ -n ${prev:-} ]]; then
 		$ND check "$MNT/nd/c$prev" "$T/log.$prev" $W >/dev/null ||
 			fail "cycle $c ($mode): cycle $prev's space damaged"
