@@ -8,6 +8,7 @@
 # exact commands and the ratios (gstore / passthrough_ll; > 1 is faster).
 #
 #   bench/fuse-vs-passthrough.sh          (env: SIZE RUNTIME RUNS JOBS QD BENCH_DIR GSOPTS)
+#   CASES="0 2" runs only those cases (0: random 4 KiB direct, 1: 1 MiB direct, 2: buffered)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${B:-build}
@@ -107,6 +108,7 @@ printf '%-26s %14s %14s %8s\n' case gstorefs passthrough_ll ratio
 } | tee "$OUT/fuse-vs-passthrough.txt"
 
 cases=("randread 4k 1 iops" "read 1M 1 MiB/s" "read 1M 0 MiB/s")
+[[ -n ${CASES:-} ]] && read -ra sel <<<"$CASES" && { c2=(); for i in "${sel[@]}"; do c2+=("${cases[i]}"); done; cases=("${c2[@]}"); }
 for c in "${cases[@]}"; do
 	read -r rw bs direct unit <<<"$c"
 	# warm-up (not counted)

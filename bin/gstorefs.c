@@ -32,7 +32,7 @@
 struct conf {
 	char *image;
 	char *cache, *line, *fault, *backend;
-	unsigned pollers, qd, threads;
+	unsigned pollers, qd, threads, readahead;
 	double timeout;
 	int ro, buffered, nonopts, helper;
 };
@@ -46,6 +46,7 @@ static const struct fuse_opt gs_opts[] = {
 	OPT("pollers=%u", pollers, 0),
 	OPT("qd=%u", qd, 0),
 	OPT("threads=%u", threads, 0),
+	OPT("readahead=%u", readahead, 0),
 	OPT("timeout=%lf", timeout, 0),
 	OPT("fault=%s", fault, 0),
 	OPT("backend=%s", backend, 0),
@@ -84,6 +85,7 @@ static void usage(FILE *f)
 		"  -o qd=N            queue depth per poller (default 128)\n"
 		"  -o threads=N       FUSE worker threads, at most (default 64)\n"
 		"  -o timeout=SEC     attribute/entry cache timeout (default 1.0)\n"
+		"  -o readahead=KIB   kernel read-ahead window (default 1024; 0: kernel's)\n"
 		"  -o ro              read-only\n"
 		"  -o buffered        no O_DIRECT on the image (images on tmpfs)\n"
 		"  -o fault=SPEC      I/O fault injection for tests (gs_q_fault(3))\n"
@@ -330,7 +332,7 @@ static void start_attach(struct gs_attach_srv **att, struct gs_fs *fs, struct fu
 
 int main(int argc, char **argv)
 {
-	struct conf c = { .timeout = -1 };
+	struct conf c = { .timeout = -1, .readahead = 1024 };
 	struct fuse_args args;
 	struct fuse_cmdline_opts o = { 0 };
 	struct gs_fs_opts fo = { 0 };
@@ -370,6 +372,7 @@ int main(int argc, char **argv)
 		goto free_args;
 	fc.rdonly = (unsigned)c.ro;
 	fc.timeout = c.timeout;
+	fc.readahead_kib = c.readahead;
 
 	if (!o.foreground && daemon_fork(&wfd))
 		goto free_args;
@@ -394,6 +397,10 @@ int main(int argc, char **argv)
 		goto destroy;
 	if (fuse_session_mount(se, o.mountpoint))
 		goto remove_handlers;
+	ret = gs_fuse_set_readahead(gf, o.mountpoint);
+	if (ret < 0 && ret != -EACCES && ret != -EPERM && ret != -EROFS)
+		fprintf(stderr, "gstorefs: read-ahead stays the kernel's: %s\n", strerror(-ret));
+	ret = 1;
 	start_attach(&att, fs, se, o.mountpoint);	/* before the unblock: its thread too */
 	pthread_sigmask(SIG_SETMASK, &oldsigs, NULL);
 	daemon_ready(wfd, 0);

@@ -17,6 +17,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/falloc.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -24,6 +25,7 @@
 #include <string.h>
 #include <sys/statvfs.h>
 #include <sys/xattr.h>
+#include <unistd.h>
 
 #include "fs/fuse_internal.h"
 
@@ -36,6 +38,7 @@ struct gs_fuse {
 	struct gs_vreg *vreg;
 	double timeout;
 	unsigned rdonly;
+	unsigned readahead;		/* bytes, 0: the kernel's default */
 	pthread_key_t buf_key;		/* per worker thread read buffer */
 	unsigned char direct_written[DIRECT_SLOTS];
 	struct gs_fuse_counters cnt;	/* updated with relaxed atomics */
@@ -1024,6 +1027,8 @@ static void fs_statfs(fuse_req_t req, fuse_ino_t ino)
 
 static void fs_init(void *userdata, struct fuse_conn_info *conn)
 {
+	struct gs_fuse *gf = userdata;
+
 	conn->max_write = MAX_IO;
 	/* Let the kernel clear suid/sgid on write and truncate (it sends setattr). */
 	conn->want &= ~FUSE_CAP_HANDLE_KILLPRIV;
@@ -1037,6 +1042,9 @@ static void fs_init(void *userdata, struct fuse_conn_info *conn)
 	/* More requests in flight for readahead and async direct I/O. */
 	conn->max_background = 64;
 	conn->congestion_threshold = 48;
+	/* the kernel takes the smaller of this and its bdi's read_ahead_kb */
+	if (gf->readahead)
+		conn->max_readahead = gf->readahead;
 }
 
 static const struct fuse_lowlevel_ops gs_fuse_ops = {
@@ -1083,6 +1091,7 @@ int gs_fuse_new(struct gs_fuse **gfp, struct gs_fs *fs, const struct gs_fuse_con
 	gf->fs = fs;
 	gf->rdonly = conf->rdonly;
 	gf->timeout = conf->timeout < 0 ? 1.0 : conf->timeout;
+	gf->readahead = conf->readahead_kib > (1u << 21) ? 1u << 31 : conf->readahead_kib << 10;
 	ret = -pthread_key_create(&gf->buf_key, free_buf);
 	if (ret)
 		goto free_gf;
@@ -1129,4 +1138,78 @@ void gs_fuse_destroy(struct gs_fuse *gf)
 	/* Worker threads have exited and freed their buffers by now. */
 	pthread_key_delete(gf->buf_key);
 	free(gf);
+}
+
+/* Undo mountinfo's octal escapes (space, tab, newline, backslash) in place. */
+static void unescape(char *s)
+{
+	char *d = s;
+
+	for (; *s; s++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+		    s[3] >= '0' && s[3] <= '7') {
+			*d++ = (char)((s[1] - '0') << 6 | (s[2] - '0') << 3 | (s[3] - '0'));
+			s += 3;
+		} else {
+			*d++ = *s;
+		}
+	}
+	*d = 0;
+}
+
+/*
+ * The mount's device number from /proc/self/mountinfo: stat(2) on the mount
+ * point would wait for FUSE_INIT, which only the session loop answers.  The
+ * last matching line is the mount on top.
+ */
+static int mount_dev(const char *mnt, unsigned *maj, unsigned *min)
+{
+	char *line = NULL, path[PATH_MAX];
+	size_t cap = 0;
+	int ret = -ENOENT;
+	FILE *f;
+
+	if (!realpath(mnt, path))
+		return -errno;
+	f = fopen("/proc/self/mountinfo", "re");
+	if (!f)
+		return -errno;
+	while (getline(&line, &cap, f) > 0) {
+		char mp[PATH_MAX + 1], *sep = strstr(line, " - ");
+		unsigned a, b;
+
+		if (!sep || strncmp(sep, " - fuse", 7) ||
+		    sscanf(line, "%*u %*u %u:%u %*s %4096s", &a, &b, mp) != 3)
+			continue;
+		unescape(mp);
+		if (!strcmp(mp, path)) {
+			*maj = a;
+			*min = b;
+			ret = 0;
+		}
+	}
+	free(line);
+	fclose(f);
+	return ret;
+}
+
+int gs_fuse_set_readahead(struct gs_fuse *gf, const char *mnt)
+{
+	char attr[64], val[32];
+	unsigned maj, min;
+	int fd, n, ret;
+
+	if (!gf->readahead)
+		return 0;
+	ret = mount_dev(mnt, &maj, &min);
+	if (ret < 0)
+		return ret;
+	snprintf(attr, sizeof(attr), "/sys/class/bdi/%u:%u/read_ahead_kb", maj, min);
+	fd = open(attr, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = snprintf(val, sizeof(val), "%u\n", gf->readahead >> 10);
+	ret = write(fd, val, (size_t)n) == n ? 0 : -errno;
+	close(fd);
+	return ret;
 }

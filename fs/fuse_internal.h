@@ -59,6 +59,7 @@ struct gs_fuse;
 struct gs_fuse_conf {
 	unsigned rdonly;	/* mounted -o ro */
 	double timeout;		/* attr/entry cache timeout, seconds (< 0: default 1.0) */
+	unsigned readahead_kib;	/* kernel read-ahead window, KiB (0: the kernel's) */
 };
 
 /* Build the session (fuse_session_new with our ops) over a mounted @fs.
@@ -68,6 +69,10 @@ int gs_fuse_new(struct gs_fuse **gfp, struct gs_fs *fs, const struct gs_fuse_con
 struct fuse_session *gs_fuse_session(struct gs_fuse *gf);
 /* Destroys the session; the caller unmounts @fs afterwards. */
 void gs_fuse_destroy(struct gs_fuse *gf);
+/* After fuse_session_mount(), before the loop: widen the kernel's read-ahead
+ * for the mount at @mnt to conf->readahead_kib (the bdi's read_ahead_kb;
+ * needs root).  0, or -errno (nothing changed). */
+int gs_fuse_set_readahead(struct gs_fuse *gf, const char *mnt);
 
 /* ---------------- the virtual-node layer ---------------- */
 

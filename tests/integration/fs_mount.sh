@@ -28,6 +28,11 @@ GS_MOUNTED=1
 opts=$(findmnt -n -o OPTIONS "$MNT")
 [[ $opts == *nosuid* && $opts == *nodev* ]] || fail "options: $opts"
 [[ $(findmnt -n -o FSTYPE "$MNT") == fuse.gstorefs ]] || fail "type"
+# root widens the kernel's read-ahead to the default 1 MiB (the bdi of the mount)
+ra=/sys/class/bdi/$(mountpoint -d "$MNT")/read_ahead_kb
+if [[ $(id -u) -eq 0 && -w $ra ]]; then
+	[[ $(cat "$ra") == 1024 ]] || fail "read_ahead_kb $(cat "$ra"), expected 1024"
+fi
 echo daemon >"$MNT/arrays/d"
 fusermount3 -u "$MNT" || fail "unmount"
 GS_MOUNTED=0
@@ -36,9 +41,13 @@ ok "daemon mode"
 
 # mount.fuse3's convention, as mount -t fuse.gstorefs / fstab type fuse.gstorefs
 # use it (they find gstorefs in the sanitized PATH once installed)
-mount.fuse3 "$IMG" "$MNT" -t fuse.gstorefs -o rw,dev,suid,cache=32M ||
+mount.fuse3 "$IMG" "$MNT" -t fuse.gstorefs -o rw,dev,suid,cache=32M,readahead=256 ||
 	fail "mount.fuse3 IMAGE DIR -t fuse.gstorefs"
 GS_MOUNTED=1
+ra=/sys/class/bdi/$(mountpoint -d "$MNT")/read_ahead_kb
+if [[ $(id -u) -eq 0 && -w $ra ]]; then
+	[[ $(cat "$ra") == 256 ]] || fail "-o readahead=256: read_ahead_kb $(cat "$ra")"
+fi
 [[ $(cat "$MNT/arrays/d") == daemon ]] || fail "data through mount.fuse3"
 opts=$(findmnt -n -o OPTIONS "$MNT")
 [[ $opts == *nosuid* && $opts == *nodev* ]] || fail "suid/dev were not ignored: $opts"
