@@ -540,9 +540,48 @@ static int64_t pages_get(struct gs_graph *g, unsigned dir, uint64_t v, struct gr
 	return ret ? ret : (int64_t)l->n;
 }
 
+/*
+ * The pages a chunk's requests start on (order keys: direction, page + 1),
+ * hinted to the cache at once when they lie within GR_WIN_BYTES and at
+ * least half of that span is wanted: a sweep then has its pages in flight
+ * together instead of one synchronous miss after the other.
+ */
+static void pages_prepare(struct gs_graph *g, struct gs_graph_req *const *r, const uint64_t *key,
+			  unsigned n)
+{
+	uint32_t ps = g->gm.page_size;
+	uint64_t first = 0, last = 0, dkey = 0, distinct = 0, span;
+	unsigned d;
+
+	if (!g->st->ops->prefetch)
+		return;
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t k = key[i];
+
+		if (!k)
+			continue;	/* no page to read */
+		if (!distinct) {
+			dkey = k >> 62;
+			first = k;
+		} else if (k >> 62 != dkey || k < last) {
+			return;		/* not one sorted direction */
+		}
+		distinct += !distinct || k != last;
+		last = k;
+	}
+	span = last - first + 1;
+	if (distinct < 2 || span * ps > GR_WIN_BYTES || 2 * distinct < span)
+		return;
+	d = (unsigned)dkey;
+	first = (first & ~(3ULL << 62)) - 1;
+	if (first + span <= g->dir[d].npages)
+		g->st->ops->prefetch(g->st, g->dir[d].pages_obj, first * ps, span * ps);
+}
+
 const struct gr_engine gr_engine_pages = {
 	.order = pages_order,
 	.get = pages_get,
+	.prepare = pages_prepare,
 };
 
 static int64_t query(struct gs_graph *g, unsigned dir, uint64_t v, bool degree_only,

@@ -12,14 +12,16 @@
 
 #include "graph_internal.h"
 
-#define CHUNK		32
+#define CHUNK		32	/* requests a worker takes at once ... */
+#define CHUNK_DENSE	256	/* ... or more while they lie close together */
 #define DEF_DEPTH	4096
 
 struct chunk {
 	struct chunk *next;
 	struct gs_graph_queue *q;
 	unsigned n;
-	struct gs_graph_req *r[CHUNK];
+	struct gs_graph_req *r[CHUNK_DENSE];
+	uint64_t key[CHUNK_DENSE];	/* order keys (engines without one: vertices) */
 };
 
 struct gr_pool {
@@ -99,6 +101,8 @@ static void run_chunk(struct gs_graph *g, struct chunk *c, struct gr_scratch *sc
 	pthread_rwlock_rdlock(&g->lock);
 	sc->mdir = -1;		/* pages may have moved since the last chunk */
 	sc->dmemo = GS_GRAPH_NONE;
+	if (g->eng->prepare && !g->broken)
+		g->eng->prepare(g, c->r, c->key, c->n);
 	for (unsigned i = 0; i < c->n; i++) {
 		struct gs_graph_req *r = c->r[i];
 
@@ -273,6 +277,32 @@ static int cmp_keyed(const void *a, const void *b)
 	return x->r->vertex < y->r->vertex ? -1 : x->r->vertex > y->r->vertex;
 }
 
+static bool keys_sorted(const struct keyed *k, unsigned n)
+{
+	for (unsigned i = 1; i < n; i++)
+		if (cmp_keyed(&k[i - 1], &k[i]) > 0)
+			return false;
+	return true;
+}
+
+/*
+ * Requests for the next chunk: CHUNK, or up to CHUNK_DENSE while their keys
+ * stay within one key step per request (a sweep: many requests per page,
+ * or consecutive vertices), so that the engine's prepare can start their
+ * reads together while random requests still spread over the workers.
+ */
+static unsigned chunk_len(const struct keyed *k, unsigned n)
+{
+	unsigned m = 1;
+
+	while (m < n && m < CHUNK_DENSE) {
+		if (m >= CHUNK && (k[m].key < k[0].key || k[m].key - k[0].key > m))
+			break;
+		m++;
+	}
+	return m;
+}
+
 /* Sort @n requests by page and queue them as chunks. */
 static int submit_sorted(struct gs_graph_queue *q, struct gs_graph_req **reqs, unsigned n)
 {
@@ -286,13 +316,14 @@ static int submit_sorted(struct gs_graph_queue *q, struct gs_graph_req **reqs, u
 	pthread_rwlock_rdlock(&g->lock);
 	for (unsigned i = 0; i < n; i++) {
 		k[i].r = reqs[i];
-		k[i].key = g->eng->order && reqs[i]->dir <= GS_GRAPH_IN ?
+		k[i].key = !g->eng->order ? reqs[i]->vertex :
+			   reqs[i]->dir <= GS_GRAPH_IN ?
 			   g->eng->order(g, reqs[i]->dir, reqs[i]->vertex) : 0;
 	}
 	pthread_rwlock_unlock(&g->lock);
-	if (g->eng->order)
+	if (g->eng->order && !keys_sorted(k, n))
 		qsort(k, n, sizeof(*k), cmp_keyed);
-	for (unsigned i = 0; i < n; i += CHUNK) {
+	for (unsigned i = 0, m; i < n; i += m) {
 		struct chunk *c = malloc(sizeof(*c));
 
 		if (!c) {
@@ -307,9 +338,12 @@ static int submit_sorted(struct gs_graph_queue *q, struct gs_graph_req **reqs, u
 		}
 		c->next = NULL;
 		c->q = q;
-		c->n = n - i < CHUNK ? n - i : CHUNK;
-		for (unsigned j = 0; j < c->n; j++)
+		m = chunk_len(k + i, n - i);
+		c->n = m;
+		for (unsigned j = 0; j < m; j++) {
 			c->r[j] = k[i + j].r;
+			c->key[j] = k[i + j].key;
+		}
 		if (last)
 			last->next = c;
 		else

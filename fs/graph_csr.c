@@ -237,6 +237,44 @@ static int64_t csr_get(struct gs_graph *g, unsigned dir, uint64_t v, struct gr_l
 	return (int64_t)n;
 }
 
+/*
+ * The same hint as the pages engine's: a chunk of requests for nearby
+ * vertices (sorted by id, at least every other one wanted) has its rowPtr
+ * range and then the colIdx (and weight) range of those vertices, up to
+ * GR_WIN_BYTES each, read into the cache at once.
+ */
+static void csr_prepare(struct gs_graph *g, struct gs_graph_req *const *r, const uint64_t *key,
+			unsigned n)
+{
+	struct csr *c = g->eng_priv;
+	uint64_t first = key[0], last = key[n - 1], span, rp[2];
+	unsigned d, idw = g->gm.idw;
+
+	if (!n || r[0]->dir > GS_GRAPH_IN || last < first || last >= g->nv)
+		return;
+	for (unsigned i = 1; i < n; i++)
+		if (r[i]->dir != r[0]->dir || key[i] < key[i - 1])
+			return;
+	span = last - first + 1;
+	if (span < 2 || span > 2 * (uint64_t)n || (span + 1) * 8 > GR_WIN_BYTES)
+		return;
+	d = gr_sdir(g, r[0]->dir);
+	gr_fs_prefetch(g->fs, c->rowptr[d], first * 8, (span + 1) * 8);
+	if (gs_fs_read(g->fs, c->rowptr[d], &rp[0], 8, first * 8) != 8 ||
+	    gs_fs_read(g->fs, c->rowptr[d], &rp[1], 8, (last + 1) * 8) != 8)
+		return;
+	rp[0] = le64toh(rp[0]);
+	rp[1] = le64toh(rp[1]);
+	if (rp[1] <= rp[0])
+		return;
+	span = rp[1] - rp[0];
+	gr_fs_prefetch(g->fs, c->colidx[d], rp[0] * idw,
+		       span * idw < GR_WIN_BYTES ? span * idw : GR_WIN_BYTES);
+	if (g->weighted)
+		gr_fs_prefetch(g->fs, c->val[d], rp[0] * 4,
+			       span * 4 < GR_WIN_BYTES ? span * 4 : GR_WIN_BYTES);
+}
+
 static void csr_close(struct gs_graph *g)
 {
 	free(g->eng_priv);
@@ -245,6 +283,7 @@ static void csr_close(struct gs_graph *g)
 
 const struct gr_engine gr_engine_csr = {
 	.get = csr_get,
+	.prepare = csr_prepare,
 	.close = csr_close,
 };
 

@@ -178,6 +178,23 @@ static ssize_t fss_pread(struct gr_store *s, uint64_t obj, void *buf, size_t len
 	return gs_cache_read(f->c, buf, len, dev);
 }
 
+void gr_fs_prefetch(struct gs_fs *fs, uint64_t ino, uint64_t off, uint64_t len)
+{
+	struct gs_cache *c = gs_fs_cache(fs);
+	uint64_t dev, run;
+
+	if (c && len && !gs_fs_bmap(fs, ino, off, &dev, &run) && run)
+		gs_cache_readahead(c, dev, len < run ? len : run);
+}
+
+static void fss_prefetch(struct gr_store *s, uint64_t obj, uint64_t off, uint64_t len)
+{
+	struct fs_store *f = fsst(s);
+
+	if (f->c)
+		gr_fs_prefetch(f->fs, obj, off, len);
+}
+
 static ssize_t fss_pwrite(struct gr_store *s, uint64_t obj, const void *buf, size_t len,
 			  uint64_t off)
 {
@@ -221,6 +238,7 @@ static const struct gr_store_ops fs_store_ops = {
 	.pwrite = fss_pwrite,
 	.sync = fss_sync,
 	.size = fss_size,
+	.prefetch = fss_prefetch,
 	.destroy = fss_destroy,
 };
 

@@ -240,6 +240,8 @@ struct gr_store_ops {
 			  uint64_t off);
 	int (*sync)(struct gr_store *s, uint64_t obj);
 	int (*size)(struct gr_store *s, uint64_t obj, uint64_t *bytes);
+	/* Optional hint: [off, off+len) of @obj will be read soon. */
+	void (*prefetch)(struct gr_store *s, uint64_t obj, uint64_t off, uint64_t len);
 	void (*destroy)(struct gr_store *s);
 };
 struct gr_store {
@@ -258,6 +260,9 @@ int gr_mem_store_new(struct gr_store **sp, uint32_t page_size);
 void gr_mem_crash(struct gr_store *s, uint64_t seed);
 /* Fail the @n-th write from now on (0: never), like a crash at that point. */
 void gr_mem_fail_after(struct gr_store *s, uint64_t n);
+/* Read-ahead hint for [off, off+len) of gs_fs object @ino into @fs's cache
+ * (the part that lies in one contiguous run); graph_fs.c. */
+void gr_fs_prefetch(struct gs_fs *fs, uint64_t ino, uint64_t off, uint64_t len);
 /* Store over a gs_fs graph object @ino (its internal objects); graph_fs.c. */
 int gr_fs_store_new(struct gr_store **sp, struct gs_fs *fs, uint64_t ino);
 /* ino of graph/ */
@@ -276,8 +281,16 @@ struct gr_engine {
 	 * -errno; with @degree_only @l may stay empty.  Read lock held. */
 	int64_t (*get)(struct gs_graph *g, unsigned dir, uint64_t v, struct gr_list *l,
 		       struct gr_scratch *sc, bool degree_only);
+	/* Optional, before a chunk's gets (read lock held): when what the
+	 * chunk needs lies close together on the device, start reading it all
+	 * into the block cache at once (a read-ahead hint; the gets then find
+	 * it there).  @key: the chunk's order keys (or vertices). */
+	void (*prepare)(struct gs_graph *g, struct gs_graph_req *const *r, const uint64_t *key,
+			unsigned n);
 	void (*close)(struct gs_graph *g);
 };
+/* At most this many bytes of a chunk are hinted at once. */
+#define GR_WIN_BYTES	(64u << 10)
 extern const struct gr_engine gr_engine_pages;
 extern const struct gr_engine gr_engine_csr;
 
