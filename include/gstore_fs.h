@@ -264,7 +264,9 @@ int gs_fs_release(struct gs_fs *fs, uint64_t ino);
  *    setxattr, alloc_extent).  After a remount nothing waits anyway.
  * FUSE 6: done as proposed: aligned reads of at least one cache line (and
  *    no dirty data of the object in the cache) go around the cache; smaller
- *    reads go through it.
+ *    reads go through it.  Later: the reads around the cache run on the
+ *    calling thread (gs_q_pread_sync), and O_DIRECT readers
+ *    (GS_FS_READ_DIRECT) go around it for any size while the object is clean.
  * ND 5: done: GS_ALLOC_LINE_ALIGNED makes the run start on a cache-line
  *    boundary and rounds its length up to whole lines; the padding blocks
  *    are mapped too (the object's range [off, off + rounded len) is taken),
