@@ -41,10 +41,18 @@ struct gs_graph_queue {
 	uint32_t depth;
 	pthread_mutex_t lock;
 	pthread_cond_t cv;	/* completions and room */
+	unsigned waiters;	/* threads in pthread_cond_wait on cv */
 	uint64_t inflight;
 	struct gs_graph_req **done;	/* completion ring (reap mode) */
 	size_t dhead, dn, dcap;
 };
+
+static void qwait(struct gs_graph_queue *q)
+{
+	q->waiters++;
+	pthread_cond_wait(&q->cv, &q->lock);
+	q->waiters--;
+}
 
 static void complete(struct gs_graph_queue *q, struct gs_graph_req *r, struct gr_list *l)
 {
@@ -118,7 +126,9 @@ static void run_chunk(struct gs_graph *g, struct chunk *c, struct gr_scratch *sc
 	__atomic_add_fetch(&g->stats.batches, 1, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&q->lock);
 	q->inflight -= c->n;
-	pthread_cond_broadcast(&q->cv);
+	/* only waiters care: a drain, a submitter wanting room, a reaper */
+	if (q->waiters)
+		pthread_cond_broadcast(&q->cv);
 	pthread_mutex_unlock(&q->lock);
 }
 
@@ -247,7 +257,7 @@ int gs_graph_drain(struct gs_graph_queue *q)
 {
 	pthread_mutex_lock(&q->lock);
 	while (q->inflight)
-		pthread_cond_wait(&q->cv, &q->lock);
+		qwait(q);
 	pthread_mutex_unlock(&q->lock);
 	return 0;
 }
@@ -310,6 +320,7 @@ static int submit_sorted(struct gs_graph_queue *q, struct gs_graph_req **reqs, u
 	struct gr_pool *p = g->pool;
 	struct chunk *first = NULL, *last = NULL;
 	struct keyed *k = malloc(n * sizeof(*k));
+	unsigned nchunks = 0;
 
 	if (!k)
 		return -ENOMEM;
@@ -338,6 +349,7 @@ static int submit_sorted(struct gs_graph_queue *q, struct gs_graph_req **reqs, u
 		}
 		c->next = NULL;
 		c->q = q;
+		nchunks++;
 		m = chunk_len(k + i, n - i);
 		c->n = m;
 		for (unsigned j = 0; j < m; j++) {
@@ -360,7 +372,12 @@ static int submit_sorted(struct gs_graph_queue *q, struct gs_graph_req **reqs, u
 	else
 		p->head = first;
 	p->tail = last;
-	pthread_cond_broadcast(&p->cv);
+	/* as many workers as there are chunks, not all of them for every batch */
+	if (nchunks >= p->n)
+		pthread_cond_broadcast(&p->cv);
+	else
+		while (nchunks--)
+			pthread_cond_signal(&p->cv);
 	pthread_mutex_unlock(&p->lock);
 	return 0;
 }
@@ -382,7 +399,7 @@ int gs_graph_submit(struct gs_graph_queue *q, struct gs_graph_req **reqs, unsign
 				pthread_mutex_unlock(&q->lock);
 				return done ? (int)done : -EAGAIN;
 			}
-			pthread_cond_wait(&q->cv, &q->lock);
+			qwait(q);
 		}
 		room = q->depth - q->inflight - q->dn;
 		pthread_mutex_unlock(&q->lock);
@@ -412,9 +429,10 @@ int gs_graph_reap(struct gs_graph_queue *q, struct gs_graph_req **reqs, unsigned
 		}
 		if (n >= min || n == max || (!q->inflight && !q->dn))
 			break;
-		pthread_cond_wait(&q->cv, &q->lock);
+		qwait(q);
 	}
-	pthread_cond_broadcast(&q->cv);	/* room for waiting submitters */
+	if (q->waiters)
+		pthread_cond_broadcast(&q->cv);	/* room for waiting submitters */
 	pthread_mutex_unlock(&q->lock);
 	return (int)n;
 }
