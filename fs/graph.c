@@ -542,9 +542,10 @@ static int64_t pages_get(struct gs_graph *g, unsigned dir, uint64_t v, struct gr
 
 /*
  * The pages a chunk's requests start on (order keys: direction, page + 1),
- * hinted to the cache at once when they lie within GR_WIN_BYTES and at
- * least half of that span is wanted: a sweep then has its pages in flight
- * together instead of one synchronous miss after the other.
+ * hinted to the cache before the gets: as one range when they lie within
+ * GR_WIN_BYTES and at least half of it is wanted (a sweep), else page by
+ * page; either way the chunk's misses are in flight together instead of
+ * one synchronous miss after the other.
  */
 static void pages_prepare(struct gs_graph *g, struct gs_graph_req *const *r, const uint64_t *key,
 			  unsigned n)
@@ -570,12 +571,23 @@ static void pages_prepare(struct gs_graph *g, struct gs_graph_req *const *r, con
 		last = k;
 	}
 	span = last - first + 1;
-	if (distinct < 2 || span * ps > GR_WIN_BYTES || 2 * distinct < span)
+	if (distinct < 2)
 		return;
 	d = (unsigned)dkey;
-	first = (first & ~(3ULL << 62)) - 1;
-	if (first + span <= g->dir[d].npages)
-		g->st->ops->prefetch(g->st, g->dir[d].pages_obj, first * ps, span * ps);
+	if (span * ps <= GR_WIN_BYTES && 2 * distinct >= span) {
+		first = (first & ~(3ULL << 62)) - 1;
+		if (first + span <= g->dir[d].npages)
+			g->st->ops->prefetch(g->st, g->dir[d].pages_obj, first * ps, span * ps);
+		return;
+	}
+	/* scattered (random queries): every page on its own, all in flight
+	 * before the first get waits for one */
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t p = (key[i] & ~(3ULL << 62)) - 1;
+
+		if (key[i] && (!i || key[i] != key[i - 1]) && p < g->dir[d].npages)
+			g->st->ops->prefetch(g->st, g->dir[d].pages_obj, p * ps, ps);
+	}
 }
 
 const struct gr_engine gr_engine_pages = {

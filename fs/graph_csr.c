@@ -238,27 +238,58 @@ static int64_t csr_get(struct gs_graph *g, unsigned dir, uint64_t v, struct gr_l
 }
 
 /*
- * The same hint as the pages engine's: a chunk of requests for nearby
+ * The same hints as the pages engine's: a chunk of requests for nearby
  * vertices (sorted by id, at least every other one wanted) has its rowPtr
  * range and then the colIdx (and weight) range of those vertices, up to
- * GR_WIN_BYTES each, read into the cache at once.
+ * GR_WIN_BYTES each, read into the cache at once; scattered vertices are
+ * hinted one by one.
  */
+/* Scattered vertices: all their rowPtr entries in flight at once, then
+ * (as each arrives) all their colIdx ranges. */
+static void scattered(struct gs_graph *g, unsigned d, const uint64_t *v, unsigned n)
+{
+	struct csr *c = g->eng_priv;
+	unsigned idw = g->gm.idw;
+	uint64_t rp[2];
+
+	for (unsigned i = 0; i < n; i++)
+		if (v[i] < g->nv)
+			gr_fs_prefetch(g->fs, c->rowptr[d], v[i] * 8, 16);
+	for (unsigned i = 0; i < n; i++) {
+		if (v[i] >= g->nv ||
+		    gs_fs_read(g->fs, c->rowptr[d], rp, sizeof(rp), v[i] * 8) != sizeof(rp))
+			continue;
+		rp[0] = le64toh(rp[0]);
+		rp[1] = le64toh(rp[1]);
+		if (rp[1] <= rp[0])
+			continue;
+		gr_fs_prefetch(g->fs, c->colidx[d], rp[0] * idw, (rp[1] - rp[0]) * idw);
+		if (g->weighted)
+			gr_fs_prefetch(g->fs, c->val[d], rp[0] * 4, (rp[1] - rp[0]) * 4);
+	}
+}
+
 static void csr_prepare(struct gs_graph *g, struct gs_graph_req *const *r, const uint64_t *key,
 			unsigned n)
 {
 	struct csr *c = g->eng_priv;
 	uint64_t first = key[0], last = key[n - 1], span, rp[2];
 	unsigned d, idw = g->gm.idw;
+	bool sorted = true;
 
-	if (!n || r[0]->dir > GS_GRAPH_IN || last < first || last >= g->nv)
+	if (n < 2 || r[0]->dir > GS_GRAPH_IN)
 		return;
-	for (unsigned i = 1; i < n; i++)
-		if (r[i]->dir != r[0]->dir || key[i] < key[i - 1])
+	for (unsigned i = 1; i < n; i++) {
+		if (r[i]->dir != r[0]->dir)
 			return;
-	span = last - first + 1;
-	if (span < 2 || span > 2 * (uint64_t)n || (span + 1) * 8 > GR_WIN_BYTES)
-		return;
+		sorted &= key[i] >= key[i - 1];
+	}
 	d = gr_sdir(g, r[0]->dir);
+	span = last - first + 1;
+	if (!sorted || last >= g->nv || span > 2 * (uint64_t)n || (span + 1) * 8 > GR_WIN_BYTES) {
+		scattered(g, d, key, n);
+		return;
+	}
 	gr_fs_prefetch(g->fs, c->rowptr[d], first * 8, (span + 1) * 8);
 	if (gs_fs_read(g->fs, c->rowptr[d], &rp[0], 8, first * 8) != 8 ||
 	    gs_fs_read(g->fs, c->rowptr[d], &rp[1], 8, (last + 1) * 8) != 8)
