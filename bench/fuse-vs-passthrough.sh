@@ -93,6 +93,8 @@ fio_run() {
 	$(fio_cmd "$@") | awk -F';' '{ print $8, $7 }'
 }
 
+ra_kb() { cat "/sys/class/bdi/$(mountpoint -d "$1")/read_ahead_kb" 2>/dev/null || echo "?"; }
+
 median() { sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 
 host=$(uname -n)
@@ -102,13 +104,20 @@ echo "# $(nproc) CPUs, kernel $(uname -r), libfuse $(pkg-config --modversion fus
 echo "# disk: $(df --output=source "$WORK" | tail -1) ($(findmnt -n -o FSTYPE --target "$WORK")), file $SIZE,"\
      "runs $RUNS x ${RUNTIME}s, jobs $JOBS, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# gstorefs -f $IMG $GMNT ${GSOPTS:+-o $GSOPTS}"
+echo "# kernel read-ahead (bdi read_ahead_kb): gstorefs $(ra_kb "$GMNT"), passthrough_ll $(ra_kb "$PMNT")"
 echo "# $PT -f -o source=$SRC $PMNT"
 echo "# each run: $(fio_cmd FILE RW BS DIRECT "$RUNTIME")"
 printf '%-26s %14s %14s %8s\n' case gstorefs passthrough_ll ratio
 } | tee "$OUT/fuse-vs-passthrough.txt"
 
 cases=("randread 4k 1 iops" "read 1M 1 MiB/s" "read 1M 0 MiB/s")
-[[ -n ${CASES:-} ]] && read -ra sel <<<"$CASES" && { c2=(); for i in "${sel[@]}"; do c2+=("${cases[i]}"); done; cases=("${c2[@]}"); }
+if [[ -n ${CASES:-} ]]; then	# a subset, by index
+	sel=()
+	for i in $CASES; do
+		sel+=("${cases[i]}")
+	done
+	cases=("${sel[@]}")
+fi
 for c in "${cases[@]}"; do
 	read -r rw bs direct unit <<<"$c"
 	# warm-up (not counted)
