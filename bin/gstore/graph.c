@@ -246,6 +246,7 @@ int cmd_import_graph(int argc, char **argv)
 		{ "mem", required_argument, NULL, 'M' },
 		{ "tmpdir", required_argument, NULL, 't' },
 		{ "id64", no_argument, NULL, '8' },
+		{ "fixed-lists", no_argument, NULL, 'L' },
 		{ "force", no_argument, NULL, 'f' },
 		{ 0 }
 	};
@@ -272,6 +273,7 @@ int cmd_import_graph(int argc, char **argv)
 		case 'w': o.flags |= GS_GRAPH_IMPORT_WEIGHTED; break;
 		case 'W': o.flags |= GS_GRAPH_IMPORT_UNWEIGHTED; break;
 		case '8': o.flags |= GS_GRAPH_IMPORT_ID64; break;
+		case 'L': o.flags |= GS_GRAPH_IMPORT_FIXED; break;
 		case 'f': o.flags |= GS_GRAPH_IMPORT_REPLACE; break;
 		case 't': o.tmpdir = optarg; break;
 		case 'F':

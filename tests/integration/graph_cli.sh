@@ -40,6 +40,17 @@ for fmt in text mtx sg wsg; do
 done
 ok "$n imports equal the reference (text, mtx, sg, wsg; directed, undirected, weighted)"
 
+# fixed-width lists (the coding of graphs built before varint lists) read the same
+"$GSTORE" import graph fx "$T/in.text" --image "$IMG" --cache 16M --directed --weighted \
+	--fixed-lists >/dev/null || fail "import --fixed-lists"
+$REF canon "$T/in.text" text 1 1 >"$T/want" || fail canon
+G edges fx >"$T/got" || fail "edges fx"
+cmp -s "$T/want" "$T/got" || fail "--fixed-lists: edge list differs"
+fx=$(G info fx | awk '/^pages:/ {print $2}')
+vi=$(G info g4 | awk '/^pages:/ {print $2}')
+[[ -n $fx && -n $vi && $vi -lt $fx ]] || fail "coded lists should take fewer pages ($vi vs $fx)"
+ok "fixed-width lists equal the reference; coded lists take $vi pages, fixed $fx"
+
 # updates, merge, more updates (in the delta), errors change nothing
 cp "$T/in.text" "$T/base" 2>/dev/null || true
 $REF gen "$T/base.txt" 2000 8000 77 --weighted || fail gen
