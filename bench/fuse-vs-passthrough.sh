@@ -7,7 +7,7 @@
 # mounts; each case is the median of $RUNS runs after a warm-up.  Prints the
 # exact commands and the ratios (gstore / passthrough_ll; > 1 is faster).
 #
-#   bench/fuse-vs-passthrough.sh          (env: SIZE RUNTIME RUNS JOBS QD BENCH_DIR GSOPTS)
+#   bench/fuse-vs-passthrough.sh  (env: SIZE RUNTIME RUNS JOBS QD BENCH_DIR GSOPTS PT_RA_KB)
 #   CASES="0 2" runs only those cases (0: random 4 KiB direct, 1: 1 MiB direct, 2: buffered)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +18,7 @@ RUNS=${RUNS:-3}
 JOBS=${JOBS:-4}			# fio jobs (psync: one request in flight each)
 WORK=${BENCH_DIR:-$PWD/$B/bench/work}
 GSOPTS=${GSOPTS:-}		# extra gstorefs -o options, e.g. cache=4G
+PT_RA_KB=${PT_RA_KB:-}		# set passthrough_ll's mount read-ahead too (KiB; root)
 EX=/usr/share/doc/libfuse3-dev/examples
 OUT=bench/out
 mkdir -p "$OUT" "$WORK"
@@ -66,6 +67,10 @@ wait_mount "$GMNT"
 "$PT" -f -o source="$SRC" "$PMNT" &
 ppid=$!
 wait_mount "$PMNT"
+if [[ -n $PT_RA_KB ]]; then
+	echo "$PT_RA_KB" >"/sys/class/bdi/$(mountpoint -d "$PMNT")/read_ahead_kb" ||
+		die "cannot set passthrough_ll's read-ahead"
+fi
 
 GFILE=$GMNT/arrays/data
 PFILE=$PMNT/data
