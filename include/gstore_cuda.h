@@ -159,9 +159,11 @@ static inline __device__ int gs_prefetch(struct gs_cam *q, const uint64_t *block
  * The same for one block per thread, with the warp's requests issued
  * together: every active lane calls it (each with its own id and dst); one
  * lane takes the warp's tickets with one atomic on each counter.  Returns
- * this lane's 0 or -errno, as gs_prefetch().
+ * this lane's 0 or -errno, as gs_prefetch(); *ticket (if not NULL) gets the
+ * request's ticket for gs_prefetch_wait() (UINT64_MAX when none was issued).
  */
-static inline __device__ int gs_prefetch_warp(struct gs_cam *q, uint64_t block_id, void *dst)
+static inline __device__ int gs_prefetch_warp(struct gs_cam *q, uint64_t block_id, void *dst,
+					       uint64_t *ticket)
 {
 	unsigned am = __activemask();
 	uint64_t bs = 1ull << q->block_shift;
@@ -180,6 +182,8 @@ static inline __device__ int gs_prefetch_warp(struct gs_cam *q, uint64_t block_i
 	int leader = __ffs(vm) - 1;
 	uint64_t t = 0, s = 0;
 
+	if (ticket)
+		*ticket = UINT64_MAX;
 	if (!vm)
 		return ret;
 	if (lane == leader) {
@@ -198,8 +202,38 @@ static inline __device__ int gs_prefetch_warp(struct gs_cam *q, uint64_t block_i
 		e.buf = off;
 		e.tag = t + rank;
 		gs_cam_push_at(q, s + rank, &e, rank == n - 1);
+		if (ticket)
+			*ticket = t + rank;
 	}
 	return ret;
+}
+
+/*
+ * Wait for this thread's own request (a ticket from gs_prefetch_warp()),
+ * not for everything issued before, as gs_prefetch_sync() does: a slow
+ * request holds up its own thread only.  One lane per warp collects
+ * completions while the warp waits.  Returns 0 or -errno.
+ */
+static inline __device__ int gs_prefetch_wait(struct gs_cam *q, uint64_t ticket)
+{
+	unsigned am = __activemask();
+	int lane = threadIdx.x & 31, leader = __ffs(am) - 1;
+	uint32_t i = (uint32_t)(ticket & (q->ncw - 1)), ns = 64;
+	int done = ticket == UINT64_MAX;
+
+	/* the warp waits together; the leader collects for everyone */
+	while (!__all_sync(am, done)) {
+		if (!done)	/* acquire: pairs with the collector's release */
+			done = gs_d_load_acq(&q->done[i]) == ticket ||
+			       gs_d_load_acq(&q->retire) > ticket;
+		if (lane == leader)
+			gs_cam_wait_step(q, &ns);
+	}
+	if (ticket == UINT64_MAX)
+		return (int)gs_d_load_acq((uint64_t *)&q->err);
+	int64_t res = gs_cam_wait_ticket(q, ticket);	/* returns at once now; fences */
+
+	return res < 0 ? (int)res : 0;
 }
 
 /*

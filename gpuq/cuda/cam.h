@@ -394,6 +394,36 @@ GS_HD void gs_cam_push_at(struct gs_cam *c, uint64_t t, const struct gs_sqe *e, 
 		gs_store_rel64(&r->sq_tail, t + 1);
 }
 
+/*
+ * Wait for ticket @t alone (not for every earlier one, as gs_cam_sync()
+ * does: one slow request then holds up only its own waiter).  Done when
+ * its word says so, or when retire has passed it (the word may already
+ * belong to ticket t + ncw).  Returns its result (bytes or -errno).
+ */
+GS_HD int64_t gs_cam_wait_ticket(struct gs_cam *c, uint64_t t)
+{
+	uint32_t i = (uint32_t)(t & (c->ncw - 1)), ns = 64;
+	int64_t res;
+
+	for (;;) {
+		/* acquire: pairs with the collector's release of the word */
+		if (gs_d_load_acq(&c->done[i]) == t) {
+			res = c->dres[i];
+			/* re-check: the word still ours when res was read */
+			if (gs_d_load_acq(&c->done[i]) == t)
+				break;
+		}
+		if (gs_d_load_acq(&c->retire) > t) {
+			res = 0;	/* long done; its error, if any, is in c->err */
+			break;
+		}
+		gs_cam_wait_step(c, &ns);
+	}
+	/* system fence: data the pollers wrote is visible to our later loads */
+	gs_fence();
+	return res;
+}
+
 /* Wait until every request issued before the call has completed; returns
  * the sticky first error (0 or -errno). */
 GS_HD int gs_cam_sync(struct gs_cam *c)

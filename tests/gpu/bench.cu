@@ -201,34 +201,25 @@ static void cufile_open(void)
 
 /* ---- GPU-initiated ---- */
 
+/* warp 0: gs_prefetch + gs_prefetch_sync per thread; 1: gs_prefetch_warp +
+ * gs_prefetch_wait (a warp's tickets at once, each thread waits for its own) */
 static __global__ void cam_kernel(struct gs_cam *q, char *region, uint64_t nread, uint32_t rounds,
-				  uint64_t seed, unsigned long long *sum)
+				  uint64_t seed, int warp, unsigned long long *sum)
 {
 	uint64_t tid = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
 	char *dst = region + tid * BS;
 	unsigned long long s = 0;
 
 	for (uint32_t r = 0; r < rounds; r++) {
-		uint64_t id = mix(seed ^ (tid << 24) ^ r) % nread;
+		uint64_t id = mix(seed ^ (tid << 24) ^ r) % nread, tk;
 
-		gs_prefetch(q, &id, 1, dst);
-		gs_prefetch_sync(q);
-		s += *(volatile uint64_t *)dst;
-	}
-	atomicAdd(sum, s);
-}
-
-/* The same with the warp's requests issued together (gs_prefetch_warp). */
-static __global__ void camw_kernel(struct gs_cam *q, char *region, uint64_t nread, uint32_t rounds,
-				   uint64_t seed, unsigned long long *sum)
-{
-	uint64_t tid = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
-	char *dst = region + tid * BS;
-	unsigned long long s = 0;
-
-	for (uint32_t r = 0; r < rounds; r++) {
-		gs_prefetch_warp(q, mix(seed ^ (tid << 24) ^ r) % nread, dst);
-		gs_prefetch_sync(q);
+		if (warp) {
+			gs_prefetch_warp(q, id, dst, &tk);
+			gs_prefetch_wait(q, tk);
+		} else {
+			gs_prefetch(q, &id, 1, dst);
+			gs_prefetch_sync(q);
+		}
 		s += *(volatile uint64_t *)dst;
 	}
 	atomicAdd(sum, s);
@@ -259,14 +250,16 @@ static __global__ void hot_line_kernel(struct gs_bam *a, uint64_t n, int reps,
 	for (int r = 0; r < reps; r++)
 		for (uint64_t l = warp; l < nlines; l += nwarps)
 			gs_array_line(a, l, 0, [&](char *p) {
-				const uint4 *q = (const uint4 *)p;
-				uint32_t n16 = (1u << a->line_shift) / 16;
+				const uint4 *q = (const uint4 *)p + lane;
+				uint4 v[BS / 16 / 32];
 
-				for (uint32_t k = lane; k < n16; k += 32) {
-					uint4 v = q[k];
-
-					s += v.x ^ v.y ^ v.z ^ v.w;
-				}
+				/* all loads in flight at once (lines are BS here) */
+#pragma unroll
+				for (uint32_t k = 0; k < BS / 16 / 32; k++)
+					v[k] = q[32 * k];
+#pragma unroll
+				for (uint32_t k = 0; k < BS / 16 / 32; k++)
+					s += v[k].x ^ v[k].y ^ v[k].z ^ v[k].w;
 			});
 	atomicAdd(sum, s);
 }
@@ -315,7 +308,7 @@ static void cam_launch(void *p)
 	cam_arg *a = (cam_arg *)p;
 
 	cam_kernel<<<a->blocks, a->threads>>>(a->q, a->region, nread, a->rounds,
-					      mix(now_s() * 1e9), a->sum);
+					      mix(now_s() * 1e9), 0, a->sum);
 }
 
 struct bam_arg {
@@ -351,8 +344,8 @@ static void camw_launch(void *p)
 {
 	cam_arg *a = (cam_arg *)p;
 
-	camw_kernel<<<a->blocks, a->threads>>>(a->q, a->region, nread, a->rounds,
-					       mix(now_s() * 1e9), a->sum);
+	cam_kernel<<<a->blocks, a->threads>>>(a->q, a->region, nread, a->rounds,
+					      mix(now_s() * 1e9), 1, a->sum);
 }
 
 static void bench_cam(unsigned pollers, double target_iops)
@@ -367,11 +360,11 @@ static void bench_cam(unsigned pollers, double target_iops)
 	p.sq_entries = 8192;
 	OK(gs_cuda_open(&c, q, &p));
 	CK(cudaMalloc(&sum, sizeof(*sum)));
-	int sms[] = { 1, 4, 16, 32, 132 };
+	int sms[] = { 1, 16, 32, 132 };
 
-	/* w 0: gs_prefetch per thread; w 1: gs_prefetch_warp (a warp's tickets at once) */
+	/* w 0: gs_prefetch + gs_prefetch_sync; w 1: gs_prefetch_warp + gs_prefetch_wait */
 	for (int w = 0; w < 2; w++)
-	for (int k = 0; k < 5; k++) {
+	for (int k = 0; k < 4; k++) {
 		cam_arg a = { gs_cuda_cam(c), (char *)gs_cuda_buf(c, NULL), sms[k], threads, 0, sum };
 		uint64_t want = (uint64_t)(target_iops * secs);
 
@@ -384,7 +377,7 @@ static void bench_cam(unsigned pollers, double target_iops)
 
 		snprintf(name, sizeof(name), "cam%s_p%u_sm%d", w ? "w" : "", pollers, sms[k]);
 		snprintf(how, sizeof(how), "%d blocks x %d threads, %u pollers%s", sms[k], threads,
-			 pollers, w ? ", warp tickets" : "");
+			 pollers, w ? ", warp tickets, own waits" : "");
 		result(name, iops, "IOPS", how);
 	}
 	OK(gs_cuda_error(c));
@@ -427,7 +420,7 @@ static void bench_bam(int nvme, double target_iops)
 	ap.nvme_slots = 256;
 	OK(gs_cuda_array_open(&a, c, &ap));
 	CK(cudaMalloc(&sum, sizeof(*sum)));
-	int sms[] = { 16, 132 };
+	int sms[] = { 16, 64 };
 
 	for (int k = 0; k < 2; k++) {
 		bam_arg b = { gs_cuda_array_dev(a), sms[k], 256, 0, nread * (BS / 8), sum };
@@ -571,13 +564,13 @@ int main(int argc, char **argv)
 	/* the core alone: bin/gstore-bench io, run by run-all.sh */
 	double target = raw64 ? raw64 : 200000;
 
-	if (want("cam")) {
-		bench_cam(1, target);
-		bench_cam(2, target);
-	}
 	if (want("bam")) {
-		bench_bam(0, target);
 		bench_bam(1, target);
+		bench_bam(0, target);
+	}
+	if (want("cam")) {
+		bench_cam(2, target);
+		bench_cam(1, target);
 	}
 	if (want("hot"))
 		bench_hot();

@@ -54,7 +54,8 @@ fi
 echo "build: $(( $(date +%s) - T0 )) s"
 $B/mkimage "$GS_GPU_IMAGE" "${GS_GPU_GIB:-4}" || exit 1
 # cuFile without nvidia-fs: compat mode (POSIX reads inside libcufile)
-export CUFILE_ENV_PATH_JSON=$PWD/tests/gpu/cufile.json
+export CUFILE_ENV_PATH_JSON=$PWD/tests/gpu/cufile.json CUFILE_FORCE_COMPAT_MODE=true
+grep -nE "compat|\"logging\"|level" /etc/cufile.json >>"$OUT/machine.txt" 2>&1
 
 rows=()
 fail=0
@@ -80,8 +81,8 @@ t() {
 echo "== tests"
 t sysatomic 60 $B/t_sysatomic
 t cam 240 $B/t_cam
-t bam_ring 100 $B/t_bam ring
-t bam_nvme 100 $B/t_bam nvme
+t bam_ring 80 $B/t_bam ring
+t bam_nvme 80 $B/t_bam nvme
 
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 if ! skip sanitizer && [[ -x $SAN ]]; then
@@ -113,7 +114,9 @@ if [[ $topok == 1 ]] && ! skip fs; then
 	echo "fs setup: exit $? ($(( $(date +%s) - T0 )) s)"
 	ls -la "$MNT/arrays" "$(dirname "$MNT")" >>"$OUT/fs.log" 2>&1
 	t attach_2proc_cat 150 bash tests/gpu/attach-multi.sh $B "$MNT/arrays/big" "$B/src.bin" "$OUT"
-	t bfs 240 $B/t_bfs "$MNT/arrays/g.csr" "" "${GS_BFS_CACHE_MIB:-32}"
+	t bfs 120 $B/t_bfs "$MNT/arrays/g.csr" "" "${GS_BFS_CACHE_MIB:-32}"
+	t bfs_1056blk 120 $B/t_bfs "$MNT/arrays/g.csr" "" "${GS_BFS_CACHE_MIB:-32}" 1056
+	grep -E "^q_|^cache" "$MNT/.gstore/stats" >>"$OUT/fs.log" 2>&1
 	SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 	if ! skip sanitizer && [[ -x $SAN ]]; then
 		t memcheck_attach 120 "$SAN" --tool memcheck --error-exitcode 9 \
@@ -143,6 +146,7 @@ if ! skip bench; then
 	GS_BENCH_ONLY=${GS_BENCH_ONLY:-cpu cam bam} timeout -k 5 "${GS_BENCH_TIMEOUT:-150}" \
 		$B/bench "${GS_BENCH_SECS:-1}" >"$OUT/bench.log" 2>&1
 	echo "bench: exit $?"
+	tail -n 30 /tmp/cufile*.log >>"$OUT/bench.log" 2>/dev/null
 fi
 
 {

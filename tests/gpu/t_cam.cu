@@ -5,7 +5,7 @@
  * host's pattern; then write blocks with gs_write_back / gs_write_back_sync,
  * check them from the host (O_DIRECT pread) and read them back on the GPU.
  * Run with both sq-ticket modes (ring tail over PCIe, GPU-memory tickets);
- * odd rounds issue through gs_prefetch_warp().
+ * odd rounds issue through gs_prefetch_warp() and wait with gs_prefetch_wait().
  *
  *   t_cam [BLOCKS THREADS ROUNDS [WRITE_BLOCKS [dev]]]
  */
@@ -23,10 +23,15 @@ static __global__ void read_kernel(struct gs_cam *q, char *region, uint64_t nrea
 		uint64_t key = (r & 3) == 3 ? tid / 8 : tid;
 		uint64_t id = mix(seed ^ (key << 20) ^ r) % nread;
 
-		/* odd rounds: the warp's requests issued together */
-		if ((r & 1) ? gs_prefetch_warp(q, id, dst) : gs_prefetch(q, &id, 1, dst))
+		/* odd rounds: the warp's requests issued together, each waited for alone */
+		uint64_t tk;
+
+		if ((r & 1) ? gs_prefetch_warp(q, id, dst, &tk) : gs_prefetch(q, &id, 1, dst))
 			atomicAdd(bad, 1ull << 32);
-		gs_prefetch_sync(q);
+		if (r & 1)
+			gs_prefetch_wait(q, tk);
+		else
+			gs_prefetch_sync(q);
 		const volatile uint64_t *w = (const volatile uint64_t *)dst;
 		unsigned long long b = 0;
 
