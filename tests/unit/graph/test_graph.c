@@ -118,6 +118,9 @@ static void test_import_formats(void **state)
 	one_import(GS_GRAPH_FMT_SG, true, false, 4096, 0);
 	one_import(GS_GRAPH_FMT_WSG, false, true, 4096, 0);
 	one_import(GS_GRAPH_FMT_WSG, true, true, 4096, 0);
+	/* coded hubs of 1400 entries fit a 4 KiB page: small pages make them large */
+	one_import(GS_GRAPH_FMT_TEXT, true, true, 512, 0);
+	one_import(GS_GRAPH_FMT_MTX, false, false, 512, 0);
 }
 
 /* A tiny sort budget: the edges go through many runs and a heap merge. */
