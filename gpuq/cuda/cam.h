@@ -185,6 +185,31 @@ struct gs_cam {
 };
 
 /*
+ * Publish the sq tail hint after raising cam->sq_hint to @v.  Plain stores
+ * of two producers can land out of order (an older, smaller value last),
+ * and a hint stuck below the real tail makes a poller doze (up to 2 ms)
+ * over requests it would pop: after each store, a system fence and a
+ * re-read of sq_hint; whoever sees it higher than what it stored stores
+ * again, so the store that lands last carries the maximum.
+ */
+GS_HD void gs_cam_publish_hint(struct gs_cam *c, uint64_t v)
+{
+	uint64_t h;
+
+	if (gs_d_max(&c->sq_hint, v) >= v)
+		return;		/* a higher value was raised: its raiser publishes */
+	for (;;) {
+		gs_store_rel64(&c->ring->sq_tail, v);
+		/* seq_cst system fence: the store above before the re-read below */
+		gs_fence();
+		h = gs_d_load_acq(&c->sq_hint);
+		if (h <= v)
+			break;
+		v = h;
+	}
+}
+
+/*
  * Push one request.  With sq_ctr == &ring->sq_tail this is gs_sq_push().
  * With sq_ctr == &cam->sq_ticket the ticket comes from producer-local memory
  * (no read-modify-write on the ring's memory, which a GPU may not be able
@@ -205,8 +230,8 @@ GS_HD void gs_cam_push(struct gs_cam *c, const struct gs_sqe *e)
 		gs_d_backoff(&ns);
 	gs_sq_fill(s, t, e);
 	/* hint only (gs_sq_pending, poller scaling): may lag, never our protocol */
-	if (dev && gs_d_max(&c->sq_hint, t + 1) < t + 1)
-		gs_store_rel64(&r->sq_tail, t + 1);
+	if (dev)
+		gs_cam_publish_hint(c, t + 1);
 }
 
 /* Device byte offset of block @blk, or -ERANGE. */
@@ -390,8 +415,8 @@ GS_HD void gs_cam_push_at(struct gs_cam *c, uint64_t t, const struct gs_sqe *e, 
 		gs_d_backoff(&ns);
 	gs_sq_fill(s, t, e);
 	/* hint only, as in gs_cam_push() */
-	if (last && c->sq_ctr != &r->sq_tail && gs_d_max(&c->sq_hint, t + 1) < t + 1)
-		gs_store_rel64(&r->sq_tail, t + 1);
+	if (last && c->sq_ctr != &r->sq_tail)
+		gs_cam_publish_hint(c, t + 1);
 }
 
 /*
