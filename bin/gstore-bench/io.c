@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * gstore-bench io: random reads on an image file or block device through
- * the whole I/O core: producer thread -> its own ring -> poller thread(s) ->
- * io_uring (O_DIRECT, registered buffers and file).
+ * the whole I/O core: poller thread(s) -> io_uring (O_DIRECT, registered
+ * buffers and file), fed by callbacks or by producer threads' rings.
  *
  * Two ways to drive it (--mode), each keeping --qd requests per thread in
  * flight:
@@ -16,10 +16,10 @@
  *    pops records the latency and pushes a new read into the same buffer
  *    slot, and kicks the pollers at most once per batch: each request also
  *    crosses producer <-> poller twice.
- * After --warmup seconds the measured
- * window starts: IOPS, latency percentiles (1 us buckets to 10 ms, then
- * 100 us), the average number of requests in the device, and CPU time of
- * the whole process (getrusage: producers + pollers + kernel) per I/O.
+ * After --warmup seconds the measured window starts: IOPS, latency
+ * percentiles (1 us buckets to 10 ms, then 100 us), the average number of
+ * requests in the device, and CPU time of the whole process (getrusage:
+ * producers + pollers + kernel) per I/O.
  */
 #include <errno.h>
 #include <getopt.h>
