@@ -161,6 +161,8 @@ static inline __device__ int gs_prefetch(struct gs_cam *q, const uint64_t *block
  * lane takes the warp's tickets with one atomic on each counter.  Returns
  * this lane's 0 or -errno, as gs_prefetch(); *ticket (if not NULL) gets the
  * request's ticket for gs_prefetch_wait() (UINT64_MAX when none was issued).
+ * Experimental with gs_prefetch_wait(): two benchmark configurations did not
+ * finish with the pair (docs/PERF.md); gs_prefetch_sync() is the safe wait.
  */
 static inline __device__ int gs_prefetch_warp(struct gs_cam *q, uint64_t block_id, void *dst,
 					       uint64_t *ticket)
