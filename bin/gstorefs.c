@@ -85,7 +85,7 @@ static void usage(FILE *f)
 		"  -o qd=N            queue depth per poller (default 128)\n"
 		"  -o threads=N       FUSE worker threads, at most (default 64)\n"
 		"  -o timeout=SEC     attribute/entry cache timeout (default 1.0)\n"
-		"  -o readahead=KIB   kernel read-ahead window (default 1024; 0: kernel's)\n"
+		"  -o readahead=KIB   kernel read-ahead window (default 4096; 0: kernel's)\n"
 		"  -o ro              read-only\n"
 		"  -o buffered        no O_DIRECT on the image (images on tmpfs)\n"
 		"  -o fault=SPEC      I/O fault injection for tests (gs_q_fault(3))\n"
@@ -332,7 +332,7 @@ static void start_attach(struct gs_attach_srv **att, struct gs_fs *fs, struct fu
 
 int main(int argc, char **argv)
 {
-	struct conf c = { .timeout = -1, .readahead = 1024 };
+	struct conf c = { .timeout = -1, .readahead = 4096 };
 	struct fuse_args args;
 	struct fuse_cmdline_opts o = { 0 };
 	struct gs_fs_opts fo = { 0 };

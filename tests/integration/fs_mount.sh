@@ -28,10 +28,10 @@ GS_MOUNTED=1
 opts=$(findmnt -n -o OPTIONS "$MNT")
 [[ $opts == *nosuid* && $opts == *nodev* ]] || fail "options: $opts"
 [[ $(findmnt -n -o FSTYPE "$MNT") == fuse.gstorefs ]] || fail "type"
-# root widens the kernel's read-ahead to the default 1 MiB (the bdi of the mount)
+# root widens the kernel's read-ahead to the default 4 MiB (the bdi of the mount)
 ra=/sys/class/bdi/$(mountpoint -d "$MNT")/read_ahead_kb
 if [[ $(id -u) -eq 0 && -w $ra ]]; then
-	[[ $(cat "$ra") == 1024 ]] || fail "read_ahead_kb $(cat "$ra"), expected 1024"
+	[[ $(cat "$ra") == 4096 ]] || fail "read_ahead_kb $(cat "$ra"), expected 4096"
 fi
 echo daemon >"$MNT/arrays/d"
 fusermount3 -u "$MNT" || fail "unmount"
