@@ -133,6 +133,17 @@ struct cam_run {
 	long bad;
 };
 
+/* 1 if block @id's copy at @dst differs from the pattern */
+static int block_bad(const char *dst, uint64_t id)
+{
+	const uint64_t *w = (const uint64_t *)dst;
+
+	for (uint32_t i = 0; i < BS / 8; i++)
+		if (w[i] != pattern(id * BS + i * 8))
+			return 1;
+	return 0;
+}
+
 static void *cam_reader(void *arg)
 {
 	struct cam_run *r = arg;
@@ -149,15 +160,8 @@ static void *cam_reader(void *arg)
 			r->bad++;
 		if (gs_cam_sync(c))
 			r->bad++;
-		for (uint32_t j = 0; j < n; j++) {
-			const uint64_t *w = (const uint64_t *)(dst + j * BS);
-
-			for (uint32_t i = 0; i < BS / 8; i++)
-				if (w[i] != pattern(ids[j] * BS + i * 8)) {
-					r->bad++;
-					break;
-				}
-		}
+		for (uint32_t j = 0; j < n; j++)
+			r->bad += block_bad(dst + j * BS, ids[j]);
 	}
 	return NULL;
 }
@@ -188,15 +192,9 @@ static void *cam_batch_reader(void *arg)
 			gs_cam_push_at(c, s + j, &e, j == n - 1);
 		}
 		for (uint32_t j = 0; j < n; j++) {
-			const uint64_t *w = (const uint64_t *)(dst + j * BS);
-
 			if (gs_cam_wait_ticket(c, t + j) < 0)
 				r->bad++;
-			for (uint32_t i = 0; i < BS / 8; i++)
-				if (w[i] != pattern(ids[j] * BS + i * 8)) {
-					r->bad++;
-					break;
-				}
+			r->bad += block_bad(dst + j * BS, ids[j]);
 		}
 	}
 	return NULL;
