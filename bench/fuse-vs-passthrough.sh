@@ -5,7 +5,8 @@
 # passthrough_ll exposes.  fio: 4 KiB random reads (O_DIRECT) and 1 MiB
 # sequential reads (O_DIRECT, and buffered).  Runs alternate between the two
 # mounts; each case is the median of $RUNS runs after a warm-up.  Prints the
-# exact commands and the ratios (gstore / passthrough_ll; > 1 is faster).
+# exact commands and the ratios (gstore / passthrough_ll; > 1 is faster): of
+# the medians, and the median of the ratios of runs done back to back.
 #
 #   bench/fuse-vs-passthrough.sh  (env: SIZE RUNTIME RUNS JOBS QD BENCH_DIR GSOPTS PT_RA_KB)
 #   CASES="0 2" runs only those cases (0: random 4 KiB direct, 1: 1 MiB direct, 2: buffered)
@@ -112,7 +113,7 @@ echo "# gstorefs -f $IMG $GMNT ${GSOPTS:+-o $GSOPTS}"
 echo "# kernel read-ahead (bdi read_ahead_kb): gstorefs $(ra_kb "$GMNT"), passthrough_ll $(ra_kb "$PMNT")"
 echo "# $PT -f -o source=$SRC $PMNT"
 echo "# each run: $(fio_cmd FILE RW BS DIRECT "$RUNTIME")"
-printf '%-26s %14s %14s %8s\n' case gstorefs passthrough_ll ratio
+printf '%-26s %14s %14s %8s %8s\n' case gstorefs passthrough_ll ratio pairs
 } | tee "$OUT/fuse-vs-passthrough.txt"
 
 cases=("randread 4k 1 iops" "read 1M 1 MiB/s" "read 1M 0 MiB/s")
@@ -140,8 +141,14 @@ for c in "${cases[@]}"; do
 		gm=$(printf '%s\n' "${g[@]}" | awk '{ printf "%.0f\n", $2 / 1024 }' | median)
 		pm=$(printf '%s\n' "${p[@]}" | awk '{ printf "%.0f\n", $2 / 1024 }' | median)
 	fi
-	printf '%-26s %14s %14s %7.2fx\n' "$rw bs=$bs direct=$direct ($unit)" "$gm" "$pm" \
-		"$(awk -v a="$gm" -v b="$pm" 'BEGIN { print b ? a / b : 0 }')" |
+	# each gstorefs run with the passthrough_ll run right after it: on a shared
+	# disk whose speed drifts, the median of these pairs is the steadier figure
+	pr=$(for ((r = 0; r < RUNS; r++)); do
+		echo "${g[r]} ${p[r]}"
+	done | awk -v f=$([[ $unit == iops ]] && echo 1 || echo 2) '{ print $(f + 2) ? $f / $(f + 2) : 0 }' |
+		median)
+	printf '%-26s %14s %14s %7.2fx %7.2fx\n' "$rw bs=$bs direct=$direct ($unit)" "$gm" "$pm" \
+		"$(awk -v a="$gm" -v b="$pm" 'BEGIN { print b ? a / b : 0 }')" "$pr" |
 		tee -a "$OUT/fuse-vs-passthrough.txt"
 	echo "  runs gstorefs: ${g[*]} | passthrough_ll: ${p[*]}  (iops KiB/s)" >>"$OUT/fuse-vs-passthrough.txt"
 done
