@@ -12,7 +12,8 @@
 # APP_SCALE (20) for BFS/CC; EF (16) edge factor; CACHE (64M) for queries,
 # APP_CACHE (16M) for the apps; THREADS (16); QUERIES (200000); RUNS (3);
 # BFS (2 sources); PHASES ("import queries apps"); KEEP=1 reuses DIR's image
-# and edge lists.  Output: DIR/graph-vs-csr.txt (and stdout).
+# and edge lists; SLACK (10, the import's default: % of each page kept free for
+# delta merges; 0 packs a graph that will not be updated).  Output: DIR/graph-vs-csr.txt (and stdout).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${B:-build}
@@ -26,6 +27,7 @@ THREADS=${THREADS:-16}
 QUERIES=${QUERIES:-200000}
 RUNS=${RUNS:-3}
 BFS=${BFS:-2}
+SLACK=${SLACK:-10}
 PHASES=${PHASES:-import queries apps}
 GSTORE=$B/bin/gstore
 BENCH=$B/bin/gstore-graphbench
@@ -35,7 +37,7 @@ IMG=$DIR/graph.img
 OUT=$DIR/graph-vs-csr.txt
 exec > >(tee -a "$OUT") 2>&1
 echo "== graph-vs-csr $(date -u +%FT%TZ) on $(uname -n): $(nproc) cpus, $(free -g | awk '/Mem/ {print $2}') GiB"
-echo "   SCALE=$SCALE APP_SCALE=$APP_SCALE EF=$EF CACHE=$CACHE APP_CACHE=$APP_CACHE THREADS=$THREADS RUNS=$RUNS"
+echo "   SCALE=$SCALE APP_SCALE=$APP_SCALE EF=$EF SLACK=$SLACK CACHE=$CACHE APP_CACHE=$APP_CACHE THREADS=$THREADS RUNS=$RUNS"
 
 gen() {	# gen SCALE FILE
 	[[ ${KEEP:-0} == 1 && -s $2 ]] && return 0
@@ -43,9 +45,10 @@ gen() {	# gen SCALE FILE
 }
 
 import() {	# import NAME FILE
-	echo "+ $GSTORE import graph $1 $2 --image $IMG --undirected --cache 64M"
+	echo "+ $GSTORE import graph $1 $2 --image $IMG --undirected --cache 64M --slack $SLACK"
 	/usr/bin/time -f "import: %e s wall, %U s user, peak RSS %M KiB" \
-		"$GSTORE" import graph "$1" "$2" --image "$IMG" --undirected --cache 64M --force
+		"$GSTORE" import graph "$1" "$2" --image "$IMG" --undirected --cache 64M \
+		--slack "$SLACK" --force
 	echo "+ $GSTORE graph export-csr $1 --image $IMG"
 	"$GSTORE" graph export-csr "$1" --image "$IMG" --cache 64M
 }
