@@ -566,6 +566,9 @@ void gs_q_get_stats(struct gs_q *q, struct gs_q_stats *st)
 		st->sleeps += __atomic_load_n(&p->st.sleeps, __ATOMIC_RELAXED);
 		st->inflight += __atomic_load_n(&p->inflight, __ATOMIC_RELAXED);
 	}
+	st->reqs += __atomic_load_n(&q->sync_st.reqs, __ATOMIC_RELAXED);
+	st->read_bytes += __atomic_load_n(&q->sync_st.read_bytes, __ATOMIC_RELAXED);
+	st->errors += __atomic_load_n(&q->sync_st.errors, __ATOMIC_RELAXED);
 	st->active_pollers = __atomic_load_n(&q->nactive, __ATOMIC_RELAXED);
 	st->max_pollers = q->max_pollers;
 	pthread_mutex_lock(&q->lock);
@@ -591,6 +594,7 @@ int gs_q_fault(struct gs_q *q, const char *spec)
  */
 ssize_t gs_q_pread_sync(struct gs_q *q, void *buf, size_t len, uint64_t off)
 {
+	ssize_t r;
 	int ret;
 
 	if (!q || !q->ops->read_sync)
@@ -600,5 +604,13 @@ ssize_t gs_q_pread_sync(struct gs_q *q, void *buf, size_t len, uint64_t off)
 	ret = check_io(q, GS_OP_READ, len, off, buf);
 	if (ret)
 		return ret;
-	return len ? q->ops->read_sync(q->bd, buf, len, off) : 0;
+	if (!len)
+		return 0;
+	r = q->ops->read_sync(q->bd, buf, len, off);
+	__atomic_add_fetch(&q->sync_st.reqs, 1, __ATOMIC_RELAXED);
+	if (r < 0)
+		__atomic_add_fetch(&q->sync_st.errors, 1, __ATOMIC_RELAXED);
+	else
+		__atomic_add_fetch(&q->sync_st.read_bytes, (uint64_t)r, __ATOMIC_RELAXED);
+	return r;
 }

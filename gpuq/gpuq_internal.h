@@ -138,6 +138,9 @@ struct gs_q {
 
 	uint32_t npollers;
 	struct poller *pollers;
+
+	/* shared, relaxed atomics: reads done on the caller's thread (gs_q_pread_sync) */
+	struct gs_poller_stats sync_st __attribute__((aligned(64)));
 };
 
 static inline uint64_t gs_now_ns(void)
