@@ -439,7 +439,7 @@ static void sync_done(struct gs_q_io *io, int64_t res)
 
 /*
  * Spin for the queue's current sync window, then sleep.  The window adapts
- * like the pollers' (gpuq/poller.c): it doubles when the result came while
+ * like the pollers' (spin_adapt()): it doubles when the result came while
  * spinning and halves when it did not, so waits on a slow device do not
  * burn a CPU each.
  */
@@ -465,12 +465,9 @@ static int64_t sync_wait(struct gs_q *q, struct sync_io *s)
 			continue;
 		gs_futex_wait(&s->state, SW_SLEEPING, 0, -1);
 	}
-	if (slept)
-		spin = spin < 2000 ? 0 : spin / 2;
-	else
-		spin = spin ? (spin * 2 > SYNC_SPIN_NS ? SYNC_SPIN_NS : spin * 2) : 1000;
 	/* relaxed: a hint shared by all waiters; lost updates do not matter */
-	__atomic_store_n(&q->sync_spin_ns, spin, __ATOMIC_RELAXED);
+	__atomic_store_n(&q->sync_spin_ns, spin_adapt(spin, !slept, SYNC_SPIN_NS),
+			 __ATOMIC_RELAXED);
 	return s->res;
 }
 

@@ -151,6 +151,18 @@ static inline uint64_t gs_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
 }
 
+/*
+ * Adaptive spin window (pollers and synchronous waiters): double on a hit
+ * (from 1 us, up to @max), halve on a miss (to 0 below 2 us).
+ */
+static inline uint64_t spin_adapt(uint64_t spin, int hit, uint64_t max)
+{
+	if (!hit)
+		return spin < 2000 ? 0 : spin / 2;
+	spin = spin ? spin * 2 : 1000;
+	return spin > max ? max : spin;
+}
+
 /* poller.c */
 int gs_pollers_start(struct gs_q *q);
 void gs_pollers_stop(struct gs_q *q);

@@ -637,15 +637,6 @@ static int quiet(struct poller *p)
 	return !p->inflight && !p->nsub && !p->flushq && !p->cqovf;
 }
 
-/* Adaptive spin window: double on a hit (from 1 us), halve on a miss (to 0). */
-static uint64_t spin_adapt(uint64_t spin, int hit, uint64_t max)
-{
-	if (!hit)
-		return spin < 2000 ? 0 : spin / 2;
-	spin = spin ? spin * 2 : 1000;
-	return spin > max ? max : spin;
-}
-
 static void poller_loop(struct poller *p)
 {
 	struct gs_q *q = p->q;
