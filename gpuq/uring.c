@@ -488,24 +488,6 @@ static int uring_wait(struct gs_bq *q, int64_t timeout_us)
 	return uring_wait_nr(q, 1, timeout_us);
 }
 
-static int64_t uring_read_sync(struct gs_bdev *bd, void *buf, size_t len, uint64_t off);
-
-const struct gs_backend_ops gs_backend_uring = {
-	.name = "uring",
-	.open = uring_open,
-	.close = uring_close,
-	.geometry = uring_geometry,
-	.register_buffer = uring_register_buffer,
-	.unregister_buffer = uring_unregister_buffer,
-	.queue_create = uring_queue_create,
-	.queue_destroy = uring_queue_destroy,
-	.submit = uring_submit,
-	.reap = uring_reap,
-	.wait = uring_wait,
-	.wait_nr = uring_wait_nr,
-	.read_sync = uring_read_sync,
-};
-
 /*
  * Synchronous read on the caller's thread: pread(2) on the device fd (opened
  * O_DIRECT unless GS_Q_BUFFERED), so a small read costs one system call and
@@ -529,3 +511,19 @@ static int64_t uring_read_sync(struct gs_bdev *bd, void *buf, size_t len, uint64
 	}
 	return (int64_t)len;
 }
+
+const struct gs_backend_ops gs_backend_uring = {
+	.name = "uring",
+	.open = uring_open,
+	.close = uring_close,
+	.geometry = uring_geometry,
+	.register_buffer = uring_register_buffer,
+	.unregister_buffer = uring_unregister_buffer,
+	.queue_create = uring_queue_create,
+	.queue_destroy = uring_queue_destroy,
+	.submit = uring_submit,
+	.reap = uring_reap,
+	.wait = uring_wait,
+	.wait_nr = uring_wait_nr,
+	.read_sync = uring_read_sync,
+};
