@@ -568,6 +568,7 @@ static int nvme_reap(struct gs_bq *q, struct gs_bio **done, int64_t *res, unsign
 	struct gs_nvme_cqe e[32];
 	uint32_t slot[32];
 	unsigned int n = 0;
+	int resubmitted = 0;
 	int got, k;
 
 	while (q->nerr && n < max) {
@@ -607,7 +608,7 @@ static int nvme_reap(struct gs_bq *q, struct gs_bio **done, int64_t *res, unsign
 					ret = submit_one(q, io);
 
 					if (!ret) {
-						gs_nvmeq_publish(&q->kq.q);
+						resubmitted = 1;
 						continue;
 					}
 					res[n] = ret;
@@ -621,6 +622,8 @@ static int nvme_reap(struct gs_bq *q, struct gs_bio **done, int64_t *res, unsign
 		if (got < 32)
 			break;
 	}
+	if (resubmitted)
+		gs_nvmeq_publish(&q->kq.q);	/* one doorbell write for every next piece */
 	return n;
 }
 
