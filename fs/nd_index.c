@@ -265,7 +265,7 @@ int nd_index_record(struct gs_nd *nd, const uint64_t *bid, const uint64_t *slot,
 		ret = sb_write_locked(nd);
 	pthread_mutex_unlock(&nd->imu);
 	if (!ret)
-		ret = nd->st->ops->commit(nd->st);
+		ret = nd->st->ops->sync(nd->st);
 	pthread_mutex_lock(&nd->imu);
 	/* children before the pointers to them (tidier on disk; not needed for safety) */
 	for (unsigned i = nw; !ret && i--;) {

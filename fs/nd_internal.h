@@ -167,10 +167,8 @@ struct nd_store_ops {
 	/* Start all @n transfers; each completes through its done().  Returns 0 or
 	 * -errno with nothing started. */
 	int (*submit)(struct nd_store *s, struct nd_bio **b, unsigned n);
-	/* Make the blocks written so far and the slots' extents durable (before
-	 * the index entries that point at them are written at all). */
-	int (*commit)(struct nd_store *s);
-	/* Make written slots, their extents and the metadata durable. */
+	/* Make written slots, their extents and the metadata durable (the index
+	 * write-back calls it before writing entries that point at new slots). */
 	int (*sync)(struct nd_store *s);
 	/* Bytes allocated to blocks (st_blocks) and metadata. */
 	void (*usage)(struct nd_store *s, uint64_t *bytes);

@@ -102,11 +102,6 @@ static int f_sync(struct nd_store *s)
 	return 0;
 }
 
-static int f_commit(struct nd_store *s)
-{
-	return f_sync(s);
-}
-
 static void f_usage(struct nd_store *s, uint64_t *bytes)
 {
 	struct fstore *f = (struct fstore *)s;
@@ -131,7 +126,6 @@ static const struct nd_store_ops file_ops = {
 	.meta_write = f_meta_write,
 	.slot_alloc = f_slot_alloc,
 	.submit = f_submit,
-	.commit = f_commit,
 	.sync = f_sync,
 	.usage = f_usage,
 	.close = f_close,
@@ -355,30 +349,18 @@ unwind:
 	return ret;
 }
 
-static int g_sync(struct nd_store *s)
-{
-	struct fsstore *g = (struct fsstore *)s;
-	int ret;
-
-	ret = gs_q_flush(g->q);
-	if (!ret)
-		ret = gs_fs_fsync(g->fs, g->data_ino, 0);
-	if (!ret)
-		ret = gs_fs_fsync(g->fs, g->ino, 0);
-	return ret;
-}
-
 /*
  * Blocks written so far reach the media (flush), then the journal commits
- * the slots' extents (gs_fs_fsync commits everything running, and flushes
- * again after the commit block).
+ * the slots' extents and the metadata object: gs_fs_fsync commits the
+ * whole running transaction, for every object, and flushes again after the
+ * commit block.
  */
-static int g_commit(struct nd_store *s)
+static int g_sync(struct nd_store *s)
 {
 	struct fsstore *g = (struct fsstore *)s;
 	int ret = gs_q_flush(g->q);
 
-	return ret ? ret : gs_fs_fsync(g->fs, g->data_ino, 1);
+	return ret ? ret : gs_fs_fsync(g->fs, g->data_ino, 0);
 }
 
 static void g_usage(struct nd_store *s, uint64_t *bytes)
@@ -405,7 +387,6 @@ static const struct nd_store_ops fs_ops = {
 	.meta_write = g_meta_write,
 	.slot_alloc = g_slot_alloc,
 	.submit = g_submit,
-	.commit = g_commit,
 	.sync = g_sync,
 	.usage = g_usage,
 	.close = g_close,
