@@ -182,7 +182,6 @@ struct nd_store {
 	uint32_t dev_align;		/* a block starts on this device boundary (0: anywhere) */
 	uint32_t align;			/* buffer alignment for O_DIRECT */
 	uint32_t gran;			/* strides are multiples of this */
-	bool line_runs;			/* slot_alloc can give line-aligned runs: no padding */
 };
 
 /* Plain files: metadata in @meta_fd, slot k at k * stride of @data_fd. */

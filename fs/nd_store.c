@@ -31,11 +31,9 @@ void nd_store_set_stride(struct nd_store *s, uint64_t block_bytes)
 	if (s->dev_align > g)
 		g = s->dev_align;
 	s->stride = (block_bytes + g - 1) / g * g;
+	/* slots come from line-aligned runs (GS_ALLOC_LINE_ALIGNED): no padding;
+	 * spaces formatted with padded slots keep theirs from the superblock */
 	s->slot_bytes = s->stride;
-	/* without line-aligned runs: room to move the block to the next dev_align
-	 * boundary of its extent */
-	if (!s->line_runs && s->dev_align > s->gran)
-		s->slot_bytes += s->dev_align - s->gran;
 }
 
 static uint64_t align_up(uint64_t v, uint32_t a)
@@ -422,7 +420,6 @@ int nd_store_fs(struct nd_store **sp, struct gs_fs *fs, uint64_t ino, uint64_t d
 	g->s.gran = sf.block_size;
 	/* blocks must not share a cache line with anything cached (gstore_fs.h REQUEST 5) */
 	g->s.dev_align = gs_cache_line_size(g->cache);
-	g->s.line_runs = true;
 	pthread_mutex_init(&g->mu, NULL);
 	*sp = &g->s;
 	return 0;
