@@ -245,8 +245,9 @@ static int64_t csr_get(struct gs_graph *g, unsigned dir, uint64_t v, struct gr_l
  * hinted one by one.
  */
 /* Scattered vertices: all their rowPtr entries in flight at once, then
- * (as each arrives) all their colIdx ranges. */
-static void scattered(struct gs_graph *g, unsigned d, const uint64_t *v, unsigned n)
+ * (as each arrives, unless only degrees are wanted) all their colIdx ranges. */
+static void scattered(struct gs_graph *g, unsigned d, const uint64_t *v, unsigned n,
+		      bool degree_only)
 {
 	struct csr *c = g->eng_priv;
 	unsigned idw = g->gm.idw;
@@ -255,7 +256,7 @@ static void scattered(struct gs_graph *g, unsigned d, const uint64_t *v, unsigne
 	for (unsigned i = 0; i < n; i++)
 		if (v[i] < g->nv)
 			gr_fs_prefetch(g->fs, c->rowptr[d], v[i] * 8, 16);
-	for (unsigned i = 0; i < n; i++) {
+	for (unsigned i = 0; i < n && !degree_only; i++) {
 		if (v[i] >= g->nv ||
 		    gs_fs_read(g->fs, c->rowptr[d], rp, sizeof(rp), v[i] * 8) != sizeof(rp))
 			continue;
@@ -275,7 +276,7 @@ static void csr_prepare(struct gs_graph *g, struct gs_graph_req *const *r, const
 	struct csr *c = g->eng_priv;
 	uint64_t first = key[0], last = key[n - 1], span, rp[2];
 	unsigned d, idw = g->gm.idw;
-	bool sorted = true;
+	bool sorted = true, degree_only = r[0]->flags & GS_GRAPH_REQ_DEGREE;
 
 	if (n < 2 || r[0]->dir > GS_GRAPH_IN)
 		return;
@@ -283,14 +284,18 @@ static void csr_prepare(struct gs_graph *g, struct gs_graph_req *const *r, const
 		if (r[i]->dir != r[0]->dir)
 			return;
 		sorted &= key[i] >= key[i - 1];
+		degree_only &= !!(r[i]->flags & GS_GRAPH_REQ_DEGREE);
 	}
 	d = gr_sdir(g, r[0]->dir);
 	span = last - first + 1;
 	if (!sorted || last >= g->nv || span > 2 * (uint64_t)n || (span + 1) * 8 > GR_WIN_BYTES) {
-		scattered(g, d, key, n);
+		scattered(g, d, key, n, degree_only);
 		return;
 	}
 	gr_fs_prefetch(g->fs, c->rowptr[d], first * 8, (span + 1) * 8);
+	/* degrees come from rowPtr alone (csr_get reads nothing else for them) */
+	if (degree_only)
+		return;
 	if (gs_fs_read(g->fs, c->rowptr[d], &rp[0], 8, first * 8) != 8 ||
 	    gs_fs_read(g->fs, c->rowptr[d], &rp[1], 8, (last + 1) * 8) != 8)
 		return;
