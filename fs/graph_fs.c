@@ -117,8 +117,8 @@ static struct objmap *map_build(struct fs_store *f, uint64_t obj)
 	return m;
 }
 
-/* Device offset of [off, off+len) if one run holds it all. */
-static bool map_dev(const struct objmap *m, uint64_t off, size_t len, uint64_t *dev)
+/* The run holding @off: its device offset there, and the bytes left in it. */
+static bool map_run(const struct objmap *m, uint64_t off, uint64_t *dev, uint64_t *left)
 {
 	uint64_t lo = 0, hi = m->nruns;
 
@@ -131,13 +131,39 @@ static bool map_dev(const struct objmap *m, uint64_t off, size_t len, uint64_t *
 		} else if (off >= r->off + r->len) {
 			lo = mid + 1;
 		} else {
-			if (off + len > r->off + r->len)
-				return false;
 			*dev = r->dev + (off - r->off);
+			*left = r->off + r->len - off;
 			return true;
 		}
 	}
 	return false;
+}
+
+/*
+ * Where [off, off+len) of @obj lies on the device, from the object's cached
+ * run map (built on first use): *dev and the bytes of its run from there.
+ */
+static bool map_locate(struct fs_store *f, uint64_t obj, uint64_t off, uint64_t *dev,
+		       uint64_t *left)
+{
+	struct objmap *m;
+	bool mapped;
+
+	pthread_rwlock_rdlock(&f->lock);
+	m = map_find(f, obj);
+	if (!m) {
+		pthread_rwlock_unlock(&f->lock);
+		pthread_rwlock_wrlock(&f->lock);
+		m = map_find(f, obj);
+		if (!m)
+			m = map_build(f, obj);
+		pthread_rwlock_unlock(&f->lock);
+		pthread_rwlock_rdlock(&f->lock);
+		m = map_find(f, obj);
+	}
+	mapped = m && map_run(m, off, dev, left);
+	pthread_rwlock_unlock(&f->lock);
+	return mapped;
 }
 
 static int fss_create(struct gr_store *s, uint64_t *obj)
@@ -153,27 +179,9 @@ static int fss_remove(struct gr_store *s, uint64_t obj)
 static ssize_t fss_pread(struct gr_store *s, uint64_t obj, void *buf, size_t len, uint64_t off)
 {
 	struct fs_store *f = fsst(s);
-	struct objmap *m;
-	uint64_t dev;
-	bool mapped;
+	uint64_t dev, left;
 
-	if (len != s->page_size || !f->c)
-		return gs_fs_read(f->fs, obj, buf, len, off);
-	pthread_rwlock_rdlock(&f->lock);
-	m = map_find(f, obj);
-	if (!m) {
-		pthread_rwlock_unlock(&f->lock);
-		pthread_rwlock_wrlock(&f->lock);
-		m = map_find(f, obj);
-		if (!m)
-			m = map_build(f, obj);
-		pthread_rwlock_unlock(&f->lock);
-		pthread_rwlock_rdlock(&f->lock);
-		m = map_find(f, obj);
-	}
-	mapped = m && map_dev(m, off, len, &dev);
-	pthread_rwlock_unlock(&f->lock);
-	if (!mapped)
+	if (len != s->page_size || !f->c || !map_locate(f, obj, off, &dev, &left) || left < len)
 		return gs_fs_read(f->fs, obj, buf, len, off);
 	return gs_cache_read(f->c, buf, len, dev);
 }
@@ -187,12 +195,18 @@ void gr_fs_prefetch(struct gs_fs *fs, uint64_t ino, uint64_t off, uint64_t len)
 		gs_cache_readahead(c, dev, len < run ? len : run);
 }
 
+/* Pages' hints use the run map fss_pread keeps (no bmap per hint). */
 static void fss_prefetch(struct gr_store *s, uint64_t obj, uint64_t off, uint64_t len)
 {
 	struct fs_store *f = fsst(s);
+	uint64_t dev, left;
 
-	if (f->c)
-		gr_fs_prefetch(f->fs, obj, off, len);
+	if (!f->c || !len)
+		return;
+	if (map_locate(f, obj, off, &dev, &left))
+		gs_cache_readahead(f->c, dev, len < left ? len : left);
+	else
+		gr_fs_prefetch(f->fs, obj, off, len);	/* past the map: ask the fs */
 }
 
 static ssize_t fss_pwrite(struct gr_store *s, uint64_t obj, const void *buf, size_t len,
