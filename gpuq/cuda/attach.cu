@@ -38,13 +38,11 @@ static int attach_ring(struct gs_cuda *c, struct gs_cring *r, const struct gs_cu
 {
 	struct att_conn *ac = (struct att_conn *)c->conn;
 	struct gs_attach_ring *ar = (struct gs_attach_ring *)calloc(1, sizeof(*ar));
-	uint32_t cq = 1;
+	uint32_t cq = roundup_pow2(cam_ncw + sink_n);
 	int ret;
 
 	if (!ar)
 		return -ENOMEM;
-	while (cq < cam_ncw + sink_n)
-		cq <<= 1;
 	memset(r, 0, sizeof(*r));
 	ret = gs_attach_ring(ac->a, sq, cq, 0, buf_bytes, GS_RING_POLLED, ar);
 	if (ret) {

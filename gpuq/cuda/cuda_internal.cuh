@@ -44,4 +44,14 @@ void *gs_cuda_pinned_alloc(size_t bytes);
 void gs_cuda_pinned_free(void *p);
 void gs_cring_destroy(struct gs_cring *r);
 
+/* Completion queues hold a power of two entries. */
+static inline uint32_t roundup_pow2(uint32_t x)
+{
+	uint32_t p = 1;
+
+	while (p < x)
+		p <<= 1;
+	return p;
+}
+
 #endif /* GS_CUDA_INTERNAL_CUH */

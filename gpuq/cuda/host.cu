@@ -71,15 +71,6 @@ void gs_cuda_pinned_free(void *p)
 	free(p);
 }
 
-static uint32_t roundup_pow2(uint32_t x)
-{
-	uint32_t p = 1;
-
-	while (p < x)
-		p <<= 1;
-	return p;
-}
-
 void gs_cring_destroy(struct gs_cring *r)
 {
 	if (r->added && r->q)
