@@ -15,6 +15,7 @@
 #include "gs_log.h"
 
 #define DEF_DEPTH	128
+#define MIN_AUTO_DEPTH	16	/* an auto cap never leaves a poller fewer slots */
 #define DEF_SPIN_US	50
 #define DEF_ENTRIES	1024
 #define DEF_IDLE_MS	100
@@ -198,6 +199,26 @@ free_ring:
 	return ret;
 }
 
+/* Per poller depth under the in-flight cap (see gs_q_params.max_inflight). */
+static uint32_t capped_depth(struct gs_q *q, uint32_t max_inflight)
+{
+	uint32_t per;
+
+	if (!max_inflight) {
+		if (!q->geom.dev_depth)
+			return q->depth;
+		/* auto: half the device's slots, never below MIN_AUTO_DEPTH a poller */
+		per = q->geom.dev_depth / 2 / q->max_pollers;
+		if (per < MIN_AUTO_DEPTH)
+			per = MIN_AUTO_DEPTH;
+	} else {
+		per = max_inflight / q->max_pollers;
+		if (!per)
+			per = 1;
+	}
+	return per < q->depth ? per : q->depth;
+}
+
 int gs_q_open(struct gs_q **qp, const struct gs_q_params *p)
 {
 	struct gs_q *q;
@@ -241,6 +262,7 @@ int gs_q_open(struct gs_q **qp, const struct gs_q_params *p)
 	ret = q->ops->geometry(q->bd, &q->geom);
 	if (ret)
 		goto close_bd;
+	q->depth = capped_depth(q, p->max_inflight);
 	q->geom.queue_depth = q->depth;
 	q->geom.nr_queues = q->max_pollers;
 	if (!q->geom.nr_devices)

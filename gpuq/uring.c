@@ -21,7 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <stdio.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -83,6 +85,33 @@ static uint32_t file_dio_align(int fd)
 	return 512;
 }
 
+/*
+ * The request slots of the block queue under @st (a block device, or the
+ * one holding a file): its sysfs nr_requests, the whole disk's for a
+ * partition.  0 when there is none (tmpfs, overlay, a network filesystem).
+ */
+static uint32_t blk_nr_requests(const struct stat *st)
+{
+	dev_t d = S_ISBLK(st->st_mode) ? st->st_rdev : st->st_dev;
+	const char *fmt[] = { "/sys/dev/block/%u:%u/queue/nr_requests",
+			      "/sys/dev/block/%u:%u/../queue/nr_requests" };
+	char path[96];
+	unsigned v = 0;
+
+	for (unsigned i = 0; i < 2 && !v; i++) {
+		FILE *f;
+
+		snprintf(path, sizeof(path), fmt[i], major(d), minor(d));
+		f = fopen(path, "re");
+		if (!f)
+			continue;
+		if (fscanf(f, "%u", &v) != 1)
+			v = 0;
+		fclose(f);
+	}
+	return v;
+}
+
 static int probe(struct gs_bdev *bd, const struct gs_q_params *p)
 {
 	struct gs_q_geom *g = &bd->geom;
@@ -120,6 +149,9 @@ static int probe(struct gs_bdev *bd, const struct gs_q_params *p)
 	}
 	if (g->opt_io < g->lba_size)
 		g->opt_io = g->lba_size;
+	/* buffered I/O goes through the page cache, not straight to the queue */
+	if (!(p->flags & GS_Q_BUFFERED))
+		g->dev_depth = blk_nr_requests(&st);
 	g->capacity -= g->capacity % g->lba_size;
 	g->max_io -= g->max_io % g->lba_size;
 	return 0;

@@ -32,7 +32,9 @@ struct gs_q_geom {
 	uint32_t lba_size;	/* logical block size, bytes (O_DIRECT alignment) */
 	uint32_t opt_io;	/* optimal I/O size, bytes (>= lba_size) */
 	uint32_t max_io;	/* largest single request, bytes */
-	uint32_t queue_depth;	/* per poller queue depth */
+	uint32_t queue_depth;	/* per poller queue depth (after the cap below) */
+	uint32_t dev_depth;	/* requests the device takes before it pushes back
+				 * (a block queue's nr_requests; 0: unknown) */
 	uint32_t nr_queues;	/* hardware queues / pollers the device can use */
 	uint32_t nr_devices;	/* devices striped behind this queue (1 today) */
 	uint64_t capacity;	/* bytes */
@@ -57,6 +59,14 @@ struct gs_q_params {
 	uint32_t ring_entries;	/* internal ring size, power of two (0: 1024) */
 	const char *fault;	/* fault-injection spec, see gs_q_fault(3); NULL: none */
 	uint32_t idle_ms;	/* park a poller above min_pollers idle this long (0: 100) */
+	/*
+	 * Requests in the device at most, all pollers together: each poller's
+	 * depth becomes min(queue_depth, max_inflight / max_pollers).  0: half
+	 * of geom.dev_depth when the backend knows it (a full block queue makes
+	 * io_uring hand submissions to worker threads: more CPU, fewer IOPS);
+	 * UINT32_MAX: no cap.
+	 */
+	uint32_t max_inflight;
 };
 
 int gs_q_open(struct gs_q **qp, const struct gs_q_params *p);

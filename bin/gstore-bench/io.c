@@ -57,7 +57,7 @@ enum { MODE_CB, MODE_RING };
 struct opts {
 	const char *file;
 	uint64_t size;		/* span read from: 0 = whole device */
-	uint32_t qd, threads, bs, pollers, max_pollers, spin_us, cq_spin_us;
+	uint32_t qd, threads, bs, pollers, max_pollers, spin_us, cq_spin_us, max_inflight;
 	double runtime, warmup;
 	int reg, buffered, mode;
 };
@@ -296,6 +296,8 @@ static void usage(FILE *f)
 		"  --max-pollers N   upper bound for dynamic pollers (= --pollers)\n"
 		"  --spin-us N       poller spin before sleeping (gs_q default)\n"
 		"  --cq-spin-us N    producer spin before sleeping on its cq (0)\n"
+		"  --max-inflight N  requests in the device at most (0: half its queue;\n"
+		"                    4294967295: no cap)\n"
 		"  --no-register     no registered buffers\n"
 		"  --buffered        no O_DIRECT\n");
 }
@@ -308,7 +310,7 @@ static int parse(struct opts *o, int argc, char **argv)
 		{ "warmup", 1, 0, 'w' }, { "pollers", 1, 0, 'p' }, { "max-pollers", 1, 0, 'P' },
 		{ "spin-us", 1, 0, 'S' }, { "cq-spin-us", 1, 0, 'C' },
 		{ "no-register", 0, 0, 'n' }, { "buffered", 0, 0, 'B' }, { "help", 0, 0, 'h' },
-		{ "mode", 1, 0, 'm' },
+		{ "mode", 1, 0, 'm' }, { "max-inflight", 1, 0, 'I' },
 		{ 0, 0, 0, 0 },
 	};
 	uint64_t v;
@@ -323,7 +325,7 @@ static int parse(struct opts *o, int argc, char **argv)
 			if (gs_parse_size(optarg, &o->size))
 				return -EINVAL;
 			break;
-		case 'q': case 't': case 'b': case 'p': case 'P': case 'S': case 'C':
+		case 'q': case 't': case 'b': case 'p': case 'P': case 'S': case 'C': case 'I':
 			if (gs_parse_size(optarg, &v) || v > UINT32_MAX)
 				return -EINVAL;
 			if (c == 'q') o->qd = (uint32_t)v;
@@ -333,6 +335,7 @@ static int parse(struct opts *o, int argc, char **argv)
 			if (c == 'P') o->max_pollers = (uint32_t)v;
 			if (c == 'S') o->spin_us = (uint32_t)v;
 			if (c == 'C') o->cq_spin_us = (uint32_t)v;
+			if (c == 'I') o->max_inflight = (uint32_t)v;
 			break;
 		case 'r': o->runtime = atof(optarg); break;
 		case 'w': o->warmup = atof(optarg); break;
@@ -390,6 +393,7 @@ int bench_io(int argc, char **argv)
 	p.min_pollers = o.pollers;
 	p.max_pollers = o.max_pollers;
 	p.spin_us = o.spin_us;
+	p.max_inflight = o.max_inflight;
 	p.flags = o.buffered ? GS_Q_BUFFERED : 0;
 	if (o.size && access(o.file, F_OK)) {
 		p.flags |= GS_Q_CREATE;
@@ -488,9 +492,10 @@ int bench_io(int argc, char **argv)
 	cpu_io = (c1 - c0) / (double)(ios1 - ios0) * 1e6;
 
 	printf("gstore-bench io: %s, span %llu MiB, bs %u, mode %s, qd %u x %u %s, pollers %u-%u, "
-	       "lba %u%s%s\n", o.file, (unsigned long long)(o.size >> 20), o.bs,
-	       o.mode == MODE_CB ? "cb" : "ring", o.qd, o.threads,
-	       o.mode == MODE_CB ? "sets" : "threads", o.pollers, o.max_pollers, g.lba_size,
+	       "depth %u a poller (device queue %u), lba %u%s%s\n", o.file,
+	       (unsigned long long)(o.size >> 20), o.bs, o.mode == MODE_CB ? "cb" : "ring", o.qd,
+	       o.threads, o.mode == MODE_CB ? "sets" : "threads", o.pollers, o.max_pollers,
+	       g.queue_depth, g.dev_depth, g.lba_size,
 	       o.buffered ? ", buffered" : ", O_DIRECT",
 	       o.reg ? ", registered buffers" : "");
 	printf("  %.0f IOPS (%.1f MiB/s) over %.1f s\n", iops, iops * o.bs / 1048576.0, secs);

@@ -31,9 +31,12 @@ static struct gs_q *open_q(uint32_t min, uint32_t max, uint32_t depth)
 
 static void test_geometry(void **state)
 {
-	struct gs_q *q = open_q(1, 2, 0);
+	struct gs_q_params p = { .min_pollers = 1, .max_pollers = 2, .max_inflight = UINT32_MAX };
+	struct gs_q *q = NULL;
 	struct gs_q_geom g;
 	struct gs_q_stats st;
+
+	assert_int_equal(tq_open(&q, &p, IMG), 0);
 
 	assert_int_equal(gs_q_geometry(q, &g), 0);
 	assert_int_equal(g.capacity, IMG);
@@ -47,6 +50,64 @@ static void test_geometry(void **state)
 	assert_int_equal(st.max_pollers, 2);
 	assert_int_equal(st.rings, 0);
 	assert_true(gs_q_kick_fd(q) >= 0);
+	gs_q_close(q);
+}
+
+/* The block queue under the image, read from sysfs here (0: none, e.g. tmpfs). */
+static uint32_t sysfs_nr_requests(void)
+{
+	struct stat st;
+	char path[128];
+	unsigned v = 0;
+	FILE *f;
+
+	assert_int_equal(stat(tq_img, &st), 0);
+	snprintf(path, sizeof(path), "/sys/dev/block/%u:%u/queue/nr_requests", major(st.st_dev),
+		 minor(st.st_dev));
+	f = fopen(path, "r");
+	if (!f) {	/* a partition: its disk's queue */
+		snprintf(path, sizeof(path), "/sys/dev/block/%u:%u/../queue/nr_requests",
+			 major(st.st_dev), minor(st.st_dev));
+		f = fopen(path, "r");
+	}
+	if (f && fscanf(f, "%u", &v) != 1)
+		v = 0;
+	if (f)
+		fclose(f);
+	return v;
+}
+
+/* The in-flight cap: explicit, none, and the default (half the device's queue). */
+static void test_inflight_cap(void **state)
+{
+	struct gs_q_params p = { .max_pollers = 2, .queue_depth = 128, .max_inflight = 40 };
+	struct gs_q *q = NULL;
+	struct gs_q_geom g;
+	uint32_t nr;
+
+	assert_int_equal(tq_open(&q, &p, IMG), 0);
+	assert_int_equal(gs_q_geometry(q, &g), 0);
+	assert_int_equal(g.queue_depth, 20);	/* 40 over 2 pollers */
+	gs_q_close(q);
+
+	p = (struct gs_q_params){ .max_pollers = 2, .queue_depth = 128, .max_inflight = 1 };
+	assert_int_equal(tq_open(&q, &p, IMG), 0);
+	assert_int_equal(gs_q_geometry(q, &g), 0);
+	assert_int_equal(g.queue_depth, 1);	/* never 0 */
+	gs_q_close(q);
+
+	p = (struct gs_q_params){ .max_pollers = 2, .queue_depth = 128 };
+	assert_int_equal(tq_open(&q, &p, IMG), 0);
+	assert_int_equal(gs_q_geometry(q, &g), 0);
+	nr = tq_buffered ? 0 : sysfs_nr_requests();
+	assert_int_equal(g.dev_depth, nr);
+	if (!nr) {
+		assert_int_equal(g.queue_depth, 128);
+	} else {
+		uint32_t want = nr / 2 / 2 < 16 ? 16 : nr / 2 / 2;
+
+		assert_int_equal(g.queue_depth, want < 128 ? want : 128);
+	}
 	gs_q_close(q);
 }
 
@@ -627,6 +688,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_geometry),
+		cmocka_unit_test(test_inflight_cap),
 		cmocka_unit_test(test_bad_requests),
 		cmocka_unit_test(test_sync_threads),
 		cmocka_unit_test(test_large),
