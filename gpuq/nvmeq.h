@@ -33,11 +33,20 @@
  * learns the SQ head from each CQE, writes the CQ head doorbell once.  The
  * waiter then returns the slot: turn[p] = t + nslots.
  *
- * Two ways to complete, not to be mixed on one queue: gs_nvmeq_poll/wait
- * (each submitter waits for its own ticket; many threads) or gs_nvmeq_reap
- * and gs_nvmeq_reap_many (one consumer takes completions in CQ order; a
- * poller thread, which may also batch its submissions with
- * gs_nvmeq_try_queue + gs_nvmeq_publish: one doorbell write per batch).
+ * Three ways to complete, not to be mixed on one queue:
+ *  - gs_nvmeq_poll/wait: each submitter scans the CQ for its own command
+ *    (many threads; the queues in the waiters' own memory);
+ *  - gs_nvmeq_collect/wait_collected: one waiter at a time (cq_lock) is the
+ *    collector and takes every posted completion in CQ order, a batch of
+ *    GS_NVMEQ_BATCH loads in flight at once, rings the CQ head doorbell once
+ *    a batch and hands each result to a completion word of its slot
+ *    (done[p] = ticket, cst[p] = status); the others spin on their word.
+ *    For queues in memory that is far from the waiters (the CQ in host
+ *    memory, GPU waiters: BaM without peer-to-peer), where a scan per waiter
+ *    costs a bus round trip per entry;
+ *  - gs_nvmeq_reap and gs_nvmeq_reap_many: one consumer takes completions in
+ *    CQ order (a poller thread, which may also batch its submissions with
+ *    gs_nvmeq_try_queue + gs_nvmeq_publish: one doorbell write per batch).
  *
  * All counters are 64-bit absolute indices: positions are index % qsize and
  * the expected phase of index i is 1 on even laps i / qsize, 0 on odd ones.
@@ -84,6 +93,7 @@ enum {
 };
 
 #define GS_NVMEQ_MAX_SLOTS	32768u	/* command ids must tell laps apart */
+#define GS_NVMEQ_BATCH		16	/* CQEs a collector loads at once */
 
 struct gs_nvmeq {
 	/* read-mostly line */
@@ -92,6 +102,8 @@ struct gs_nvmeq {
 	uint32_t *sq_db, *cq_db;	/* doorbells (MMIO) */
 	uint64_t *turn;			/* [nslots] */
 	uint32_t *sq_mark, *cq_mark;	/* [qsize] */
+	uint64_t *done;			/* [nslots] collected: ticket completed in slot */
+	uint32_t *cst;			/* [nslots] collected: its status field */
 	uint32_t nslots;		/* power of two */
 	uint32_t qsize;			/* nslots + 1 */
 	uint8_t pad0[GS_CACHELINE - 8];
@@ -135,6 +147,14 @@ GS_HD void gs_nvmeq_store_rlx32(uint32_t *p, uint32_t v)
 {
 	GS_AREF(uint32_t, p).store(v, cuda::memory_order_relaxed);
 }
+GS_HD uint32_t gs_nvmeq_dw3_rlx(struct gs_nvme_cqe *e)
+{
+	return GS_AREF(uint32_t, (uint32_t *)&e->cid).load(cuda::memory_order_relaxed);
+}
+GS_HD void gs_nvmeq_fence_acq(void)
+{
+	cuda::atomic_thread_fence(cuda::memory_order_acquire, cuda::thread_scope_system);
+}
 #else
 GS_HD int gs_nvmeq_trylock(uint64_t *l)
 {
@@ -158,6 +178,25 @@ GS_HD void gs_nvmeq_store_rlx32(uint32_t *p, uint32_t v)
 {
 	__atomic_store_n(p, v, __ATOMIC_RELAXED);
 }
+#if defined(__SANITIZE_THREAD__)
+/* TSan models no fences: the batch loads are acquires themselves */
+GS_HD uint32_t gs_nvmeq_dw3_rlx(struct gs_nvme_cqe *e)
+{
+	return gs_nvmeq_cqe_dw3(e);
+}
+GS_HD void gs_nvmeq_fence_acq(void)
+{
+}
+#else
+GS_HD uint32_t gs_nvmeq_dw3_rlx(struct gs_nvme_cqe *e)
+{
+	return __atomic_load_n((uint32_t *)&e->cid, __ATOMIC_RELAXED);
+}
+GS_HD void gs_nvmeq_fence_acq(void)
+{
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+}
+#endif
 #endif
 
 GS_HD uint32_t gs_nvmeq_load_acq32(uint32_t *p)
@@ -183,12 +222,25 @@ GS_HD void gs_nvmeq_relax(uint32_t *spins)
 #endif
 }
 
+/* Back off in a collected wait: nanosleep up to 2 us on the GPU (thousands of
+ * waiters), gs_nvmeq_relax() on the CPU. */
+GS_HD void gs_nvmeq_backoff(uint32_t *ns)
+{
+#if defined(__CUDA_ARCH__)
+	*ns = *ns < 64 ? 64 : *ns < 2048 ? *ns * 2 : 2048;
+	__nanosleep(*ns);
+#else
+	gs_nvmeq_relax(ns);
+#endif
+}
+
 /* ---- setup ---- */
 
-/* Bytes of bookkeeping (turn counters and marks) for @nslots. */
+/* Bytes of bookkeeping (turn counters, completion words, marks) for @nslots. */
 GS_HD size_t gs_nvmeq_state_bytes(uint32_t nslots)
 {
-	return (size_t)nslots * sizeof(uint64_t) + 2 * (size_t)(nslots + 1) * sizeof(uint32_t);
+	return 2 * (size_t)nslots * sizeof(uint64_t) + (size_t)nslots * sizeof(uint32_t) +
+	       2 * (size_t)(nslots + 1) * sizeof(uint32_t);
 }
 
 /* Entries the controller's SQ and CQ must have for @nslots. */
@@ -215,14 +267,19 @@ GS_HD int gs_nvmeq_init(struct gs_nvmeq *q, uint32_t nslots, void *sq, void *cq,
 	q->sq_db = sq_db;
 	q->cq_db = cq_db;
 	q->turn = (uint64_t *)state;
-	q->sq_mark = (uint32_t *)(q->turn + nslots);
+	q->done = q->turn + nslots;
+	q->cst = (uint32_t *)(q->done + nslots);
+	q->sq_mark = q->cst + nslots;
 	q->cq_mark = q->sq_mark + nslots + 1;
 	q->nslots = nslots;
 	q->qsize = nslots + 1;
 	q->ticket = q->sq_tail = q->sq_lock = 0;
 	q->cq_head = q->cq_lock = q->sq_head = 0;
-	for (i = 0; i < nslots; i++)
+	for (i = 0; i < nslots; i++) {
 		q->turn[i] = i;
+		q->done[i] = UINT64_MAX;	/* no ticket: not done */
+		q->cst[i] = 0;
+	}
 	for (i = 0; i <= nslots; i++)
 		q->sq_mark[i] = q->cq_mark[i] = 0;
 	return 0;
@@ -422,6 +479,83 @@ GS_HD uint16_t gs_nvmeq_wait(struct gs_nvmeq *q, uint64_t t, struct gs_nvme_cqe 
 	while (!gs_nvmeq_poll(q, t, out))
 		gs_nvmeq_relax(&spins);
 	return out->status >> 1;
+}
+
+/*
+ * Collected completions.  Be the collector if nobody is: load the phase
+ * words of the next GS_NVMEQ_BATCH CQ entries at once, take the run that
+ * is posted, learn the SQ head from its last entry, move the CQ head (one
+ * doorbell write), then hand out the results: cst[p], then done[p] = the
+ * ticket that owns slot p (its turn).  Up to @rounds batches.  Returns the
+ * entries taken, or -1 when another thread collects.
+ */
+GS_HD int gs_nvmeq_collect(struct gs_nvmeq *q, int rounds)
+{
+	uint64_t head, sqh;
+	int got = 0;
+
+	if (!gs_nvmeq_trylock(&q->cq_lock))
+		return -1;
+	head = q->cq_head;
+	sqh = q->sq_head;
+	while (rounds-- > 0) {
+		uint32_t dw3[GS_NVMEQ_BATCH];
+		int k = 0, i;
+
+		/* relaxed: all in flight at once; one acquire fence below for the run */
+		for (i = 0; i < GS_NVMEQ_BATCH; i++)
+			dw3[i] = gs_nvmeq_dw3_rlx(&q->cq[(head + i) % q->qsize]);
+		while (k < GS_NVMEQ_BATCH && ((dw3[k] >> 16) & 1) == gs_nvmeq_phase(q, head + k))
+			k++;
+		if (!k)
+			break;
+		gs_nvmeq_fence_acq();
+		/* the SQ head of the run's last entry: CQEs come in order, heads never go
+		 * back (the fence above orders this read after the post) */
+		uint32_t h = *(volatile uint16_t *)&q->cq[(head + k - 1) % q->qsize].sq_head;
+
+		if (h < q->qsize)
+			sqh += (h + q->qsize - (uint32_t)(sqh % q->qsize)) % q->qsize;
+		/* the entries are copied (dw3[]): the controller may reuse them */
+		gs_store_rel64(&q->sq_head, sqh);
+		gs_nvmeq_db(q->cq_db, (uint32_t)((head + k) % q->qsize));
+		gs_store_rel64(&q->cq_head, head + k);
+		for (i = 0; i < k; i++) {
+			uint32_t p = (dw3[i] & 0xffff) & (q->nslots - 1);
+			/* the slot's owner: it waits, so its turn is still its ticket */
+			uint64_t t = gs_load_rlx64(&q->turn[p]);
+
+			gs_nvmeq_store_rlx32(&q->cst[p], dw3[i] >> 17);
+			/* release: the status before the word that says done */
+			gs_store_rel64(&q->done[p], t);
+		}
+		head += k;
+		got += k;
+		if (k < GS_NVMEQ_BATCH)
+			break;
+	}
+	/* release: head and sq_head before the next holder */
+	gs_store_rel64(&q->cq_lock, 0);
+	return got;
+}
+
+/*
+ * Wait for ticket @t on a collected queue: collect when nobody does, else
+ * back off.
+ * Returns the NVMe status field (0: success); the slot is free afterwards.
+ */
+GS_HD uint16_t gs_nvmeq_wait_collected(struct gs_nvmeq *q, uint64_t t)
+{
+	uint32_t p = (uint32_t)(t & (q->nslots - 1)), st, ns = 0;
+
+	/* acquire: pairs with the collector's release of done[p] */
+	while (gs_load_acq64(&q->done[p]) != t)
+		if (gs_nvmeq_collect(q, 4) <= 0)
+			gs_nvmeq_backoff(&ns);
+	st = gs_nvmeq_load_acq32(&q->cst[p]);
+	/* release: the slot's next user (ticket t + nslots) may submit now */
+	gs_store_rel64(&q->turn[p], t + q->nslots);
+	return (uint16_t)st;
 }
 
 /*

@@ -116,7 +116,6 @@ GS_HD int64_t gs_bam_nvme_io(struct gs_bam *b, uint8_t op, uint64_t dev, uint32_
 	struct gs_nvmeq *q = &b->nvmeq[s % b->nvme_nq];
 	uint64_t prp = b->prp_base + ((uint64_t)s << b->line_shift);
 	struct gs_nvme_cmd cmd;
-	struct gs_nvme_cqe cqe;
 	uint64_t t;
 	uint16_t sf;
 
@@ -132,14 +131,11 @@ GS_HD int64_t gs_bam_nvme_io(struct gs_bam *b, uint8_t op, uint64_t dev, uint32_
 			   dev >> b->lba_shift, len >> b->lba_shift, prp,
 			   len > 4096 ? prp + 4096 : 0);
 	}
-	uint32_t ns = 256;
-
 	t = gs_nvmeq_submit(q, &cmd);
-	/* gs_nvmeq_wait() with a backoff: the CQ is in host memory here, and
-	 * thousands of pollers would flood PCIe with reads */
-	while (!gs_nvmeq_poll(q, t, &cqe))
-		gs_d_backoff(&ns);
-	sf = cqe.status >> 1;
+	/* collected completions: the CQ is in host memory here, and a scan of it
+	 * per waiting thread costs a PCIe round trip per entry; one collector at a
+	 * time loads a batch of entries at once and sets words in GPU memory */
+	sf = gs_nvmeq_wait_collected(q, t);
 	return sf ? gs_nvme_status_errno(sf) : (int64_t)len;
 }
 

@@ -15,6 +15,8 @@ __global__ void nvmeq_compile_kernel(struct gs_nvmeq *q, uint64_t slba, uint64_t
 	res[threadIdx.x] = gs_nvme_status_errno(gs_nvmeq_wait(q, t, &e));
 	if (!gs_nvmeq_try_submit(q, &c, &t))
 		res[threadIdx.x] += gs_nvmeq_poll(q, t, &e);
+	t = gs_nvmeq_submit(q, &c);
+	res[threadIdx.x] += gs_nvmeq_wait_collected(q, t) + gs_nvmeq_collect(q, 1);
 	if (threadIdx.x == 0) {
 		struct gs_nvme_cqe many[4];
 		uint32_t slots[4];

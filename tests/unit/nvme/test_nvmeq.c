@@ -3,7 +3,8 @@
  * gpuq/nvmeq.h (BaM queues) from CPU threads against the software NVMe
  * controller (gpuq/swnvme.h): many threads sharing queue pairs,
  * write-then-read-verify, the single-consumer reap mode and batching, command ids
- * wrapping past 65536, tiny queues (every submitter waits for a slot).
+ * wrapping past 65536, tiny queues (every submitter waits for a slot); the
+ * same workloads with collected completions (one waiter collects for all).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -26,6 +27,8 @@
 #define REGION		(1u << 20)	/* per thread */
 
 static char path[] = "/tmp/gs-nvmeq-XXXXXX";
+/* waits: gs_nvmeq_wait (each waiter scans the CQ), or collected completions */
+static int collected;
 
 struct tq {
 	struct gs_nvmeq q;
@@ -133,6 +136,8 @@ static int io(struct gs_nvmeq *q, uint8_t opc, uint64_t off, void *buf, uint32_t
 	}
 	gs_nvme_rw(&c, opc, 1, off / LBA, len / LBA, (uintptr_t)buf, prp2);
 	t = gs_nvmeq_submit(q, &c);
+	if (collected)
+		return gs_nvme_status_errno(gs_nvmeq_wait_collected(q, t));
 	return gs_nvme_status_errno(gs_nvmeq_wait(q, t, &e));
 }
 
@@ -226,14 +231,19 @@ static void test_tiny_queue(void **state)
 	run_threads(8, 1, 2, 40);
 }
 
-/* command ids are 16 bits of the ticket: run well past 65536 tickets */
-static void test_cid_wrap(void **state)
+/*
+ * Command ids are 16 bits of the ticket: run well past 65536 tickets; the
+ * heads (and with @coll the completion words) stay in step, and an error
+ * status reaches its waiter.
+ */
+static void cid_wrap(int coll)
 {
 	struct env e;
 	char *buf = zalloc(4096);
 	struct gs_nvmeq *q;
 	int i;
 
+	collected = coll;
 	env_start(&e, 1, 4);
 	q = &e.qs[0].q;
 	assert_int_equal(gs_swnvme_map(e.c, (uintptr_t)buf, buf, 4096), 0);
@@ -242,8 +252,40 @@ static void test_cid_wrap(void **state)
 				 0);
 	assert_true(q->ticket == 70000 && q->cq_head == 70000 && q->sq_tail == 70000);
 	assert_int_equal(q->sq_head % q->qsize, 70000 % q->qsize);
+	if (coll)
+		assert_true(q->done[69999 % 4] == 69999);
+	/* past the namespace: the status reaches the waiter as -ERANGE */
+	assert_int_equal(io(q, GS_NVME_CMD_READ, FILE_BYTES, buf, 4096, NULL), -ERANGE);
+	assert_int_equal(io(q, GS_NVME_CMD_READ, 0, buf, 4096, NULL), 0);
 	env_stop(&e);
 	free(buf);
+	collected = 0;
+}
+
+static void test_cid_wrap(void **state)
+{
+	cid_wrap(0);
+}
+
+/* collected completions: the same loads, every waiter may become the collector */
+static void test_collected_threads(void **state)
+{
+	collected = 1;
+	run_threads(16, 4, 32, 40);
+	run_threads(4, 1, 16, 100);
+	collected = 0;
+}
+
+static void test_collected_tiny_queue(void **state)
+{
+	collected = 1;
+	run_threads(8, 1, 2, 40);
+	collected = 0;
+}
+
+static void test_collected_cid_wrap(void **state)
+{
+	cid_wrap(1);
 }
 
 /* single consumer: keep nslots in flight, reap in CQ order */
@@ -358,6 +400,9 @@ int main(void)
 		cmocka_unit_test(test_cid_wrap),
 		cmocka_unit_test(test_reap),
 		cmocka_unit_test(test_batch),
+		cmocka_unit_test(test_collected_threads),
+		cmocka_unit_test(test_collected_tiny_queue),
+		cmocka_unit_test(test_collected_cid_wrap),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
