@@ -67,7 +67,8 @@ enum {
 struct gs_cuda_params {
 	uint32_t block_size;	/* CAM block / BaM line bytes, power of two (0: 4096) */
 	uint32_t sq_entries;	/* ring requests, power of two (0: 4096) */
-	uint32_t ncw;		/* CAM requests in flight at most, power of two (0: 4 * sq_entries) */
+	uint32_t ncw;		/* CAM requests in flight at most, power of two, at most
+				 * sq_entries (0: sq_entries) */
 	uint32_t flags;		/* GS_CUDA_* */
 	size_t buf_bytes;	/* pinned GPU-mapped data region (0: 64 MiB) */
 	uint64_t dev_off;	/* block 0's device byte offset (no extents) */
@@ -161,8 +162,6 @@ static inline __device__ int gs_prefetch(struct gs_cam *q, const uint64_t *block
  * lane takes the warp's tickets with one atomic on each counter.  Returns
  * this lane's 0 or -errno, as gs_prefetch(); *ticket (if not NULL) gets the
  * request's ticket for gs_prefetch_wait() (UINT64_MAX when none was issued).
- * Experimental with gs_prefetch_wait(): two benchmark configurations did not
- * finish with the pair (docs/PERF.md); gs_prefetch_sync() is the safe wait.
  */
 static inline __device__ int gs_prefetch_warp(struct gs_cam *q, uint64_t block_id, void *dst,
 					       uint64_t *ticket)
@@ -207,34 +206,42 @@ static inline __device__ int gs_prefetch_warp(struct gs_cam *q, uint64_t block_i
 		if (ticket)
 			*ticket = t + rank;
 	}
+	/* the group's requests are all in the ring before any lane goes on to
+	 * wait (no lane may spin on a request a mate has yet to push), and the
+	 * group leaves together */
+	__syncwarp(am);
 	return ret;
 }
 
 /*
  * Wait for this thread's own request (a ticket from gs_prefetch_warp()),
  * not for everything issued before, as gs_prefetch_sync() does: a slow
- * request holds up its own thread only.  One lane per warp collects
- * completions while the warp waits.  Returns 0 or -errno.
+ * request holds up its own warp only.  The lanes that call it together wait
+ * together, meeting at a warp barrier each round while the lowest of them
+ * collects completions, and leave together: no lane spins on a path of its
+ * own while a mate (holding the collector's lock, or a ring slot it has yet
+ * to fill) waits to be scheduled; a GPU need not run such a mate, and the
+ * kernel hangs.  Returns 0 or -errno.
  */
 static inline __device__ int gs_prefetch_wait(struct gs_cam *q, uint64_t ticket)
 {
 	unsigned am = __activemask();
 	int lane = threadIdx.x & 31, leader = __ffs(am) - 1;
-	uint32_t i = (uint32_t)(ticket & (q->ncw - 1)), ns = 64;
+	uint32_t ns = 64;
+	int64_t res = 0;
 	int done = ticket == UINT64_MAX;
 
-	/* the warp waits together; the leader collects for everyone */
 	while (!__all_sync(am, done)) {
-		if (!done)	/* acquire: pairs with the collector's release */
-			done = gs_d_load_acq(&q->done[i]) == ticket ||
-			       gs_d_load_acq(&q->retire) > ticket;
+		if (!done)
+			done = gs_cam_ticket_done(q, ticket, &res);
 		if (lane == leader)
 			gs_cam_wait_step(q, &ns);
 	}
+	__syncwarp(am);
+	/* system fence: data the pollers wrote is visible to our later loads */
+	gs_fence();
 	if (ticket == UINT64_MAX)
 		return (int)gs_d_load_acq((uint64_t *)&q->err);
-	int64_t res = gs_cam_wait_ticket(q, ticket);	/* returns at once now; fences */
-
 	return res < 0 ? (int)res : 0;
 }
 

@@ -159,7 +159,8 @@ struct gs_cam {
 	uint8_t pad2[GS_CACHELINE - 8];
 	uint64_t col_lock;	/* the collector's */
 	uint64_t cq_head;	/* next cqe to pop (collector only) */
-	uint8_t pad3[GS_CACHELINE - 16];
+	uint64_t col_owner;	/* diagnostics: the collector (GPU: global thread id + 1) */
+	uint8_t pad3[GS_CACHELINE - 24];
 	int64_t err;		/* first failure (-errno), sticky */
 	uint64_t nerr;		/* failed requests */
 	uint8_t pad4[GS_CACHELINE - 16];
@@ -292,6 +293,11 @@ GS_HD int gs_cam_collect(struct gs_cam *c)
 
 	if (!gs_d_trylock(&c->col_lock))
 		return -1;
+#if defined(__CUDA_ARCH__)
+	c->col_owner = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x + 1;
+#else
+	c->col_owner = 1;
+#endif
 	h = c->cq_head;
 	for (int round = 0; round < 16; round++) {
 		uint64_t seq[GS_CAM_BATCH], tag[GS_CAM_BATCH];
@@ -420,30 +426,42 @@ GS_HD void gs_cam_push_at(struct gs_cam *c, uint64_t t, const struct gs_sqe *e, 
 }
 
 /*
+ * Look once whether ticket @t is complete: its word says so, or retire has
+ * passed it (the word may already belong to ticket t + ncw).  1 with *res
+ * (bytes or -errno; 0 when only retire tells, its error then in c->err).
+ */
+GS_HD int gs_cam_ticket_done(struct gs_cam *c, uint64_t t, int64_t *res)
+{
+	uint32_t i = (uint32_t)(t & (c->ncw - 1));
+
+	/* acquire: pairs with the collector's release of the word */
+	if (gs_d_load_acq(&c->done[i]) == t) {
+		*res = c->dres[i];
+		/* re-check: the word was still ours when res was read */
+		if (gs_d_load_acq(&c->done[i]) == t)
+			return 1;
+	}
+	/* acquire: pairs with the collector's release of retire */
+	if (gs_d_load_acq(&c->retire) > t) {
+		*res = 0;
+		return 1;
+	}
+	return 0;
+}
+
+/*
  * Wait for ticket @t alone (not for every earlier one, as gs_cam_sync()
- * does: one slow request then holds up only its own waiter).  Done when
- * its word says so, or when retire has passed it (the word may already
- * belong to ticket t + ncw).  Returns its result (bytes or -errno).
+ * does: one slow request then holds up only its own waiter).  Returns its
+ * result (bytes or -errno).  Per thread: CPU threads, or one GPU lane whose
+ * warp-mates do not spin meanwhile (gs_prefetch_wait() is the warp's way).
  */
 GS_HD int64_t gs_cam_wait_ticket(struct gs_cam *c, uint64_t t)
 {
-	uint32_t i = (uint32_t)(t & (c->ncw - 1)), ns = 64;
+	uint32_t ns = 64;
 	int64_t res;
 
-	for (;;) {
-		/* acquire: pairs with the collector's release of the word */
-		if (gs_d_load_acq(&c->done[i]) == t) {
-			res = c->dres[i];
-			/* re-check: the word still ours when res was read */
-			if (gs_d_load_acq(&c->done[i]) == t)
-				break;
-		}
-		if (gs_d_load_acq(&c->retire) > t) {
-			res = 0;	/* long done; its error, if any, is in c->err */
-			break;
-		}
+	while (!gs_cam_ticket_done(c, t, &res))
 		gs_cam_wait_step(c, &ns);
-	}
 	/* system fence: data the pollers wrote is visible to our later loads */
 	gs_fence();
 	return res;

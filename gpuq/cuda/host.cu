@@ -100,6 +100,20 @@ int gs_cring_setup_dev(struct gs_cring *r, const struct gs_cuda_params *p, uint3
 	size_t words = (size_t)cam_ncw + sink_n;
 	int ret;
 
+	/*
+	 * Every request that can be outstanding has a ring slot of its own: a
+	 * GPU lane then never holds an sq ticket whose slot is still in use.
+	 * Such a lane spins until a poller pops the slot's previous request,
+	 * which may wait behind a slot that a lane of the same warp has taken
+	 * but not yet filled; the GPU need not schedule that lane while its
+	 * mate spins, and the ring stops (seen with 4 x sq_entries tickets).
+	 */
+	if (words > r->ring->sq_entries) {
+		gs_err("cuda: %zu requests in flight need as many ring slots (%u)", words,
+		       r->ring->sq_entries);
+		return -EINVAL;
+	}
+
 	ret = gs_cuda_err(cudaHostGetDevicePointer(&dring, r->ring, 0), "device pointer (ring)");
 	if (ret)
 		return ret;
@@ -203,11 +217,12 @@ int gs_cuda_params_fix(struct gs_cuda_params *p, uint64_t cap)
 	if (!p->sq_entries)
 		p->sq_entries = DEF_SQ;
 	if (!p->ncw)
-		p->ncw = 4 * p->sq_entries;
+		p->ncw = p->sq_entries;
 	if (!p->buf_bytes)
 		p->buf_bytes = DEF_BUF;
 	if (!is_pow2(p->block_size) || p->block_size < 512 || !is_pow2(p->sq_entries) ||
-	    !is_pow2(p->ncw) || (p->ext && !p->next) || (p->next && !p->ext) ||
+	    !is_pow2(p->ncw) || p->ncw > p->sq_entries || (p->ext && !p->next) ||
+	    (p->next && !p->ext) ||
 	    p->buf_bytes % p->block_size)
 		return -EINVAL;
 	if (!p->nblocks) {
@@ -455,7 +470,8 @@ int gs_cuda_array_open(struct gs_cuda_array **ap, struct gs_cuda *c,
 	a->sw = p.swnvme;
 	rp.ext = c ? c->ext : NULL;
 	rp.next = c ? c->p.next : 0;
-	rp.sq_entries = p.nio > rp.sq_entries ? p.nio : rp.sq_entries;
+	/* a slot for every request in flight: the bounce slots' and 2 of the cam's */
+	rp.sq_entries = roundup_pow2(p.nio + 2 > rp.sq_entries ? p.nio + 2 : rp.sq_entries);
 	/* the cam's own tickets (device flushes): 2 words; the bounce slots: sinks */
 	if (p.backend == GS_BAM_NVME || c->q)
 		ret = cring_create(&a->cr, p.backend == GS_BAM_NVME ? NULL : c->q, &rp,
@@ -583,13 +599,21 @@ static int cring_debug(struct gs_cring *r, char *buf, size_t len)
 	cudaStreamDestroy(s);
 	n = snprintf(buf, len,
 		     "ring sq %llu..%llu cq %llu..%llu | cam tail %llu retire %llu sq_ticket %llu "
-		     "col_lock %llu cq_head %llu err %lld nerr %llu",
+		     "col_lock %llu (thread %lld) cq_head %llu err %lld nerr %llu",
 		     (unsigned long long)g->sq_head, (unsigned long long)g->sq_tail,
 		     (unsigned long long)g->cq_head, (unsigned long long)g->cq_tail,
 		     (unsigned long long)h.tail, (unsigned long long)h.retire,
 		     (unsigned long long)h.sq_ticket, (unsigned long long)h.col_lock,
-		     (unsigned long long)h.cq_head, (long long)h.err,
+		     (long long)h.col_owner - 1, (unsigned long long)h.cq_head, (long long)h.err,
 		     (unsigned long long)h.nerr);
+	/* the pending sq slots' turn words, as ticket offsets: 1 = filled, 0 = free */
+	for (uint64_t t = g->sq_head, k = 0; k < 4 && t < h.sq_ticket && n > 0 && (size_t)n < len;
+	     t++, k++) {
+		struct gs_sq_slot *sl = &gs_ring_sq(g)[t & (g->sq_entries - 1)];
+
+		n += snprintf(buf + n, len - n, "%s%lld", k ? " " : " | slot seq-ticket ",
+			      (long long)(sl->seq - t));
+	}
 	return n;
 }
 
