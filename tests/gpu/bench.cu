@@ -33,6 +33,15 @@ static void result(const char *name, double v, const char *unit, const char *how
 	fflush(stdout);
 }
 
+/* CPU seconds of the whole process (pollers included) */
+static double cpu_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 template <typename F> static double median_of(F f)
 {
 	std::vector<double> v;
@@ -201,28 +210,45 @@ static void cufile_open(void)
 
 /* ---- GPU-initiated ---- */
 
+/* GS_BENCH_TRACE=1: CAM threads report their progress (common.cuh), for a stuck
+ * kernel's report */
+static struct trace cam_trace;
+static struct gs_cam *cam_dev;
+
 /* warp 0: gs_prefetch + gs_prefetch_sync per thread; 1: gs_prefetch_warp +
  * gs_prefetch_wait (a warp's tickets at once, each thread waits for its own) */
 static __global__ void cam_kernel(struct gs_cam *q, char *region, uint64_t nread, uint32_t rounds,
-				  uint64_t seed, int warp, unsigned long long *sum)
+				  uint64_t seed, int warp, unsigned long long *sum,
+				  unsigned long long *tr)
 {
 	uint64_t tid = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
 	char *dst = region + tid * BS;
 	unsigned long long s = 0;
 
 	for (uint32_t r = 0; r < rounds; r++) {
-		uint64_t id = mix(seed ^ (tid << 24) ^ r) % nread, tk;
+		uint64_t id = mix(seed ^ (tid << 24) ^ r) % nread, tk = 0;
 
+		trace_mark(tr, tid, r, 0, 1);
 		if (warp) {
 			gs_prefetch_warp(q, id, dst, &tk);
+			trace_mark(tr, tid, r, tk, 2);
 			gs_prefetch_wait(q, tk);
 		} else {
 			gs_prefetch(q, &id, 1, dst);
+			trace_mark(tr, tid, r, 0, 2);
 			gs_prefetch_sync(q);
 		}
+		trace_mark(tr, tid, r, tk, 3);
 		s += *(volatile uint64_t *)dst;
 	}
 	atomicAdd(sum, s);
+}
+
+/* A stuck CAM kernel: the ring's line, then the threads' progress. */
+static int cam_diag(void *arg, char *buf, size_t len)
+{
+	return trace_report(&cam_trace, cam_dev, buf, len,
+			    gs_cuda_debug((struct gs_cuda *)arg, buf, len));
 }
 
 static __global__ void bam_kernel(struct gs_bam *a, uint64_t nelem, uint32_t rounds, uint64_t seed,
@@ -285,9 +311,16 @@ static __global__ void hot_kernel(struct gs_bam *a, uint64_t n, int reps, unsign
 	atomicAdd(sum, s);
 }
 
+/* What a stuck kernel prints before the bench gives up (set per section). */
+static int (*diag_fn)(void *arg, char *buf, size_t len);
+static void *diag_arg;
+static struct gs_q *diag_q;
+
 static double gpu_time(void (*launch)(void *), void *arg)
 {
 	cudaEvent_t e0, e1;
+	cudaError_t e;
+	double end = now_s() + (getenv("GS_BENCH_STUCK_S") ? atof(getenv("GS_BENCH_STUCK_S")) : 30);
 	float ms;
 
 	CK(cudaEventCreate(&e0));
@@ -296,11 +329,45 @@ static double gpu_time(void (*launch)(void *), void *arg)
 	launch(arg);
 	CK(cudaGetLastError());
 	CK(cudaEventRecord(e1));
-	CK(cudaEventSynchronize(e1));
+	while ((e = cudaEventQuery(e1)) == cudaErrorNotReady) {
+		if (now_s() > end) {
+			char buf[4096] = "";
+			struct gs_q_stats st = {};
+
+			if (diag_fn)
+				diag_fn(diag_arg, buf, sizeof(buf));
+			if (diag_q)
+				gs_q_get_stats(diag_q, &st);
+			printf("STUCK kernel: %s | q reqs %llu inflight %u pollers %u/%u sleeps %llu\n",
+			       buf, (unsigned long long)st.reqs, st.inflight, st.active_pollers,
+			       st.max_pollers, (unsigned long long)st.sleeps);
+			fflush(stdout);
+			_exit(3);
+		}
+		usleep(100);
+	}
+	CK(e);
 	CK(cudaEventElapsedTime(&ms, e0, e1));
 	cudaEventDestroy(e0);
 	cudaEventDestroy(e1);
 	return ms / 1e3;
+}
+
+/* Integers from env @name (space separated), or @def. */
+static std::vector<int> env_list(const char *name, const char *def)
+{
+	const char *v = getenv(name);
+	std::vector<int> out;
+	char *end;
+
+	for (const char *p = v ? v : def; *p; p = end) {
+		long x = strtol(p, &end, 10);
+
+		if (end == p)
+			break;
+		out.push_back((int)x);
+	}
+	return out;
 }
 
 struct cam_arg {
@@ -316,7 +383,7 @@ static void cam_launch(void *p)
 	cam_arg *a = (cam_arg *)p;
 
 	cam_kernel<<<a->blocks, a->threads>>>(a->q, a->region, nread, a->rounds,
-					      mix(now_s() * 1e9), 0, a->sum);
+					      mix(now_s() * 1e9), 0, a->sum, cam_trace.d);
 }
 
 struct bam_arg {
@@ -360,7 +427,7 @@ static void camw_launch(void *p)
 	cam_arg *a = (cam_arg *)p;
 
 	cam_kernel<<<a->blocks, a->threads>>>(a->q, a->region, nread, a->rounds,
-					      mix(now_s() * 1e9), 1, a->sum);
+					      mix(now_s() * 1e9), 1, a->sum, cam_trace.d);
 }
 
 static void bench_cam(unsigned pollers, double target_iops)
@@ -369,32 +436,53 @@ static void bench_cam(unsigned pollers, double target_iops)
 	struct gs_cuda_params p = {};
 	struct gs_cuda *c;
 	unsigned long long *sum;
-	int threads = 128;
+	std::vector<int> sms = env_list("GS_BENCH_SMS", "1 16 32 132");
+	std::vector<int> ways = env_list("GS_BENCH_CAM_WAYS", "0 1");
+	int threads = 128, maxsm = *std::max_element(sms.begin(), sms.end());
 
-	p.buf_bytes = 132ull * 2 * threads * BS;
+	p.buf_bytes = (size_t)maxsm * threads * BS;
 	p.sq_entries = 8192;
 	OK(gs_cuda_open(&c, q, &p));
 	CK(cudaMalloc(&sum, sizeof(*sum)));
-	int sms[] = { 1, 16, 32, 132 };
+	cam_dev = gs_cuda_cam(c);
+	if (getenv("GS_BENCH_TRACE"))
+		trace_open(&cam_trace, maxsm * threads);
+	diag_fn = cam_diag;
+	diag_arg = c;
+	diag_q = q;
 
-	/* w 0: gs_prefetch + gs_prefetch_sync; w 1: gs_prefetch_warp + gs_prefetch_wait */
-	for (int w = 0; w < 2; w++)
-	for (int k = 0; k < 4; k++) {
-		cam_arg a = { gs_cuda_cam(c), (char *)gs_cuda_buf(c, NULL), sms[k], threads, 0, sum };
+	/* way 0: gs_prefetch + gs_prefetch_sync; 1: gs_prefetch_warp + gs_prefetch_wait */
+	for (int w : ways)
+	for (int nsm : sms) {
+		cam_arg a = { gs_cuda_cam(c), (char *)gs_cuda_buf(c, NULL), nsm, threads, 0, sum };
 		uint64_t want = (uint64_t)(target_iops * secs);
+		struct gs_q_stats s0, s1;
+		double c0, c1;
 
 		a.rounds = (uint32_t)std::max<uint64_t>(2, want / (a.blocks * threads));
+		gs_q_get_stats(q, &s0);
+		c0 = cpu_s();
 		double iops = median_of([&] {
+			if (cam_trace.h) {
+				cam_trace.n = nsm * threads;
+				memset(cam_trace.h, 0, cam_trace.n * sizeof(*cam_trace.h));
+			}
 			return a.rounds * (double)a.blocks * threads /
 			       gpu_time(w ? camw_launch : cam_launch, &a);
 		});
-		char name[64], how[128];
+		c1 = cpu_s();
+		gs_q_get_stats(q, &s1);
+		char name[64], how[160];
 
-		snprintf(name, sizeof(name), "cam%s_p%u_sm%d", w ? "w" : "", pollers, sms[k]);
-		snprintf(how, sizeof(how), "%d blocks x %d threads, %u pollers%s", sms[k], threads,
-			 pollers, w ? ", warp tickets, own waits" : "");
+		snprintf(name, sizeof(name), "cam%s_p%u_sm%d", w ? "w" : "", pollers, nsm);
+		snprintf(how, sizeof(how), "%d blocks x %d threads, %u pollers%s; %.2f CPU us/IO",
+			 nsm, threads, pollers, w ? ", warp tickets, own waits" : "",
+			 (c1 - c0) * 1e6 / (double)(s1.reqs - s0.reqs));
 		result(name, iops, "IOPS", how);
 	}
+	diag_fn = NULL;
+	diag_q = NULL;
+	trace_close(&cam_trace);
 	OK(gs_cuda_error(c));
 	gs_cuda_close(c);
 	gs_q_close(q);
@@ -415,7 +503,8 @@ static void bench_bam(int nvme, double target_iops)
 		CK(cudaHostAlloc(&bar, gs_swnvme_bar_bytes(16), cudaHostAllocMapped));
 		sp.path = path;
 		sp.max_qpairs = 16;
-		sp.depth = 512;
+		/* commands in flight to the file: under the disk's queue (see gs_q_params) */
+		sp.depth = getenv("GS_SWNVME_DEPTH") ? atoi(getenv("GS_SWNVME_DEPTH")) : 128;
 		sp.bar = bar;
 		OK(gs_swnvme_start(&sw, &sp));
 	} else {
@@ -434,10 +523,11 @@ static void bench_bam(int nvme, double target_iops)
 	/* queues and slots: the defaults, as t_bam (8 x 256 hung once in the bench) */
 	OK(gs_cuda_array_open(&a, c, &ap));
 	CK(cudaMalloc(&sum, sizeof(*sum)));
-	int sms[] = { 16, 32 };	/* 64 and 132: too slow to finish in the bench's slot */
-
-	for (int k = 0; k < 2; k++) {
-		bam_arg b = { gs_cuda_array_dev(a), sms[k], 256, 0, nread * (BS / 8), sum };
+	diag_fn = (int (*)(void *, char *, size_t))gs_cuda_array_debug;
+	diag_arg = a;
+	diag_q = q;
+	for (int nsm : env_list("GS_BENCH_BAM_SMS", "16 32")) {
+		bam_arg b = { gs_cuda_array_dev(a), nsm, 256, 0, nread * (BS / 8), sum };
 		uint64_t want = (uint64_t)(target_iops * secs);
 
 		b.rounds = (uint32_t)std::max<uint64_t>(2, want / (b.blocks * 256));
@@ -452,11 +542,13 @@ static void bench_bam(int nvme, double target_iops)
 		});
 		char name[64], how[128];
 
-		snprintf(name, sizeof(name), "bam_%s_sm%d", nvme ? "nvme" : "ring", sms[k]);
-		snprintf(how, sizeof(how), "%d blocks x 256 threads, misses/s, %s", sms[k],
+		snprintf(name, sizeof(name), "bam_%s_sm%d", nvme ? "nvme" : "ring", nsm);
+		snprintf(how, sizeof(how), "%d blocks x 256 threads, misses/s, %s", nsm,
 			 nvme ? "4 NVMe queues x 1024" : "2 pollers");
 		result(name, iops, "IOPS", how);
 	}
+	diag_fn = NULL;
+	diag_q = NULL;
 	OK(gs_cuda_array_error(a));
 	gs_cuda_array_close(a);
 	gs_cuda_close(c);
@@ -544,48 +636,50 @@ int main(int argc, char **argv)
 
 	const char *only = getenv("GS_BENCH_ONLY");
 	auto want = [&](const char *w) { return !only || strstr(only, w); };
-	double raw64 = 0;
+	double raw_best = 0;
 
 	if (want("cpu")) {
-		int ths[] = { 1, 16, 64 };
+		std::vector<int> ths = env_list("GS_BENCH_RAW_THREADS", "1 16 64 128");
 
-		for (int k = 0; k < 3; k++) {
+		for (int th : ths) {
 			char name[64], how[64];
-			double v = median_of([&] { return cpu_run(M_RAW, ths[k]); });
+			double v = median_of([&] { return cpu_run(M_RAW, th); });
 
-			if (ths[k] == 64)
-				raw64 = v;
-			snprintf(name, sizeof(name), "raw_pread_t%d", ths[k]);
-			snprintf(how, sizeof(how), "O_DIRECT pread, %d threads", ths[k]);
+			raw_best = std::max(raw_best, v);
+			snprintf(name, sizeof(name), "raw_pread_t%d", th);
+			snprintf(how, sizeof(how), "O_DIRECT pread, %d threads", th);
 			result(name, v, "IOPS", how);
 		}
-		for (int k = 1; k < 3; k++) {
+		result("raw_limit", raw_best, "IOPS", "the best raw_pread row: the disk's limit");
+		for (int th : { 16, 64 }) {
 			char name[64], how[64];
-			double v = median_of([&] { return cpu_run(M_COPY, ths[k]); });
+			double v = median_of([&] { return cpu_run(M_COPY, th); });
 
-			snprintf(name, sizeof(name), "pread_memcpy_t%d", ths[k]);
-			snprintf(how, sizeof(how), "O_DIRECT pread + cudaMemcpy, %d threads", ths[k]);
+			snprintf(name, sizeof(name), "pread_memcpy_t%d", th);
+			snprintf(how, sizeof(how), "O_DIRECT pread + cudaMemcpy, %d threads", th);
 			result(name, v, "IOPS", how);
 		}
 		cufile_open();
-		for (int k = 1; k < 3 && cf.ok; k++) {
+		for (int th : { 16, 64 }) {
 			char name[64], how[64];
-			double v = median_of([&] { return cpu_run(M_CUFILE, ths[k]); });
 
-			snprintf(name, sizeof(name), "cufile_t%d", ths[k]);
-			snprintf(how, sizeof(how), "cuFileRead to GPU memory, %d threads", ths[k]);
+			if (!cf.ok)
+				break;
+			double v = median_of([&] { return cpu_run(M_CUFILE, th); });
+
+			snprintf(name, sizeof(name), "cufile_t%d", th);
+			snprintf(how, sizeof(how), "cuFileRead to GPU memory, %d threads", th);
 			result(name, v, "IOPS", how);
 		}
 		if (!cf.ok)
 			printf("RESULT %-28s %12s %-6s %s\n", "cufile", "n/a", "", cf.why);
 	}
 	/* the core alone: bin/gstore-bench io, run by run-all.sh */
-	double target = raw64 ? raw64 : 200000;
+	double target = raw_best ? raw_best : 200000;
 
-	if (want("cam")) {
-		bench_cam(2, target);
-		bench_cam(1, target);
-	}
+	if (want("cam"))
+		for (int np : env_list("GS_BENCH_POLLERS", "2 1"))
+			bench_cam((unsigned)np, target);
 	if (want("bam")) {
 		bench_bam(0, target);
 		bench_bam(1, target);

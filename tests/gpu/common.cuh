@@ -99,7 +99,7 @@ template <typename D> static inline void kernel_wait(const char *what, double se
 	CK(cudaGetLastError());
 	while ((e = cudaStreamQuery(0)) == cudaErrorNotReady) {
 		if (now_s() > end) {
-			char buf[1024];
+			char buf[4096];
 
 			diag(buf, sizeof(buf));
 			printf("%s: STUCK after %.0f s: %s\n", what, secs, buf);
@@ -110,6 +110,84 @@ template <typename D> static inline void kernel_wait(const char *what, double se
 	}
 	CK(e);
 	CK(cudaDeviceSynchronize());
+}
+
+/*
+ * Progress words for a stuck kernel's report: each thread stores, into
+ * host-mapped memory, round << 40 | ticket low bits << 8 | phase (1
+ * issuing, 2 waiting, 3 done waiting).  Off unless the program turns it on
+ * (the stores change the timing); a NULL device pointer makes trace_mark()
+ * a no-op.
+ */
+struct trace {
+	unsigned long long *h, *d;	/* host and device views */
+	uint32_t n;			/* threads */
+};
+
+static __device__ inline void trace_mark(unsigned long long *tr, uint64_t tid, uint32_t r,
+					 uint64_t tk, int ph)
+{
+	if (tr)
+		*(volatile unsigned long long *)&tr[tid] =
+			((unsigned long long)r << 40) | ((tk & 0xffffffffull) << 8) | ph;
+}
+
+static inline void trace_open(struct trace *t, uint32_t n)
+{
+	t->n = n;
+	CK(cudaHostAlloc(&t->h, n * sizeof(*t->h), cudaHostAllocMapped));
+	CK(cudaHostGetDevicePointer((void **)&t->d, t->h, 0));
+	memset(t->h, 0, n * sizeof(*t->h));
+}
+
+static inline void trace_close(struct trace *t)
+{
+	if (t->h)
+		cudaFreeHost(t->h);
+	memset(t, 0, sizeof(*t));
+}
+
+/*
+ * Append the threads by phase, the collector's (@cam: its queue, read on a
+ * stream of its own) and the laggards of the lowest round to @buf at @k.
+ */
+static inline int trace_report(const struct trace *t, struct gs_cam *cam, char *buf, size_t len,
+			       int k)
+{
+	int cnt[4] = { 0 }, shown = 0;
+	unsigned long long minr = ~0ull;
+	struct gs_cam hc;
+	cudaStream_t st;
+
+	if (!t->h)
+		return k;
+	memset(&hc, 0, sizeof(hc));
+	if (cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) == cudaSuccess) {
+		cudaMemcpyAsync(&hc, cam, sizeof(hc), cudaMemcpyDeviceToHost, st);
+		cudaStreamSynchronize(st);
+		cudaStreamDestroy(st);
+	}
+	if (hc.col_lock && hc.col_owner && hc.col_owner <= t->n) {
+		unsigned long long o = t->h[hc.col_owner - 1];
+
+		k += snprintf(buf + k, len - k, " | collector t%llu: r%llu,tk%llu,ph%llu",
+			      (unsigned long long)hc.col_owner - 1, o >> 40,
+			      (o >> 8) & 0xffffffffull, o & 3);
+	}
+	for (uint32_t i = 0; i < t->n; i++) {
+		cnt[t->h[i] & 3]++;
+		minr = t->h[i] >> 40 < minr ? t->h[i] >> 40 : minr;
+	}
+	k += snprintf(buf + k, len - k, " | threads idle/issuing/waiting/done %d/%d/%d/%d, "
+		      "lowest round %llu:", cnt[0], cnt[1], cnt[2], cnt[3], minr);
+	for (unsigned long long ph = 1; ph <= 3; ph++)
+		for (uint32_t i = 0; i < t->n && shown < 24 && (size_t)k < len; i++)
+			if ((t->h[i] & 3) == ph && (t->h[i] >> 40) == minr) {
+				k += snprintf(buf + k, len - k, " t%u:r%llu,tk%llu,ph%llu", i,
+					      t->h[i] >> 40, (t->h[i] >> 8) & 0xffffffffull, ph);
+				shown++;
+			}
+	return k;
 }
 
 /* A deadline for host calls that wait on kernels (gs_cuda_array_flush()). */
@@ -196,7 +274,11 @@ static inline struct gs_q *open_q(const char *path, unsigned pollers, int buffer
 	qp.path = path;
 	qp.min_pollers = 1;
 	qp.max_pollers = pollers;
-	qp.queue_depth = 256;
+	/* per poller; GS_Q_DEPTH overrides it for the benchmarks' depth sweeps */
+	qp.queue_depth = getenv("GS_Q_DEPTH") ? (uint32_t)atoi(getenv("GS_Q_DEPTH")) : 256;
+	/* and GS_Q_MAX_INFLIGHT the cap on all pollers' requests (0: half the disk's queue) */
+	qp.max_inflight = getenv("GS_Q_MAX_INFLIGHT") ? (uint32_t)strtoul(getenv("GS_Q_MAX_INFLIGHT"),
+									  NULL, 0) : 0;
 	qp.flags = buffered ? GS_Q_BUFFERED : 0;
 	OK(gs_q_open(&q, &qp));
 	return q;

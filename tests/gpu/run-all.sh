@@ -8,7 +8,8 @@
 #
 # Env: OUT (logs; default build/gpu/out), GS_GPU_IMAGE (default
 # build/gpu/gs-gpu.img: on the disk, not tmpfs: O_DIRECT), GS_GPU_GIB (4),
-# GS_GPU_SKIP ("bench sanitizer ..." to leave parts out).
+# GS_GPU_SKIP ("tests sanitizer fs hot bench" to leave parts out), GS_GPU_SWEEP
+# (total queue depths for a gstore-bench io sweep, e.g. "64 128 256").
 # Exits 77 ("skip: no GPU") without a GPU, 1 if a test failed.
 set -u
 cd "$(dirname "$0")/../.."
@@ -31,6 +32,14 @@ T0=$(date +%s)
 	command -v compute-sanitizer || ls /usr/local/cuda/bin
 	ls /usr/local/cuda/lib64 | grep -i cufile
 	cat /etc/cufile.json 2>/dev/null | head -5
+	# the disk under the image: its queue (the depth the core should keep)
+	findmnt -T "$(dirname "$GS_GPU_IMAGE")"
+	for d in /sys/block/*/queue; do
+		echo "$d: nr_requests $(cat $d/nr_requests) sched $(cat $d/scheduler)" \
+			"rq_affinity $(cat $d/rq_affinity) nomerges $(cat $d/nomerges)"
+	done
+	ls /sys/block/*/mq 2>/dev/null
+	grep -iE "virtio|nvme" /proc/interrupts | head
 } >"$OUT/machine.txt" 2>&1
 
 echo "== build"
@@ -78,11 +87,13 @@ t() {
 	echo "${rows[-1]}"
 }
 
-echo "== tests"
-t sysatomic 60 $B/t_sysatomic
-t cam 240 $B/t_cam
-t bam_ring 80 $B/t_bam ring
-t bam_nvme 80 $B/t_bam nvme
+if ! skip tests; then
+	echo "== tests"
+	t sysatomic 60 $B/t_sysatomic
+	t cam 240 $B/t_cam
+	t bam_ring 80 $B/t_bam ring
+	t bam_nvme 80 $B/t_bam nvme
+fi
 
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 if ! skip sanitizer && [[ -x $SAN ]]; then
@@ -90,6 +101,9 @@ if ! skip sanitizer && [[ -x $SAN ]]; then
 	t memcheck_cam 60 "$SAN" --tool memcheck --error-exitcode 9 $B/t_cam 4 64 2 256 dev
 	t memcheck_bam 60 "$SAN" --tool memcheck --error-exitcode 9 $B/t_bam ring 4 64 2 32
 	t racecheck_cam 40 "$SAN" --tool racecheck --error-exitcode 9 $B/t_cam 2 32 1 256 dev
+	t memcheck_bam_nvme 60 "$SAN" --tool memcheck --error-exitcode 9 $B/t_bam nvme 4 64 2 32
+	t racecheck_bam 60 "$SAN" --tool racecheck --error-exitcode 9 $B/t_bam ring 4 64 2 32
+	t racecheck_bam_nvme 60 "$SAN" --tool racecheck --error-exitcode 9 $B/t_bam nvme 4 64 2 32
 fi
 
 # ---- on a mounted gstore: two CUDA processes + cat, BFS over a stored graph
@@ -143,6 +157,23 @@ if ! skip bench; then
 	else
 		echo "gstore-bench: not built (see build-top.log)" >"$OUT/gstore-bench.log"
 	fi
+	if [[ -n ${GS_GPU_SWEEP:-} && -x build/bin/gstore-bench ]]; then
+		# the core alone over depths and pollers: where does it meet the disk's limit?
+		# (u: no in-flight cap, a: the default cap, half the disk's queue)
+		for p in 1 2; do
+			for qd in $GS_GPU_SWEEP; do
+				for cap in u a; do
+					mi=0
+					[[ $cap == u ]] && mi=4294967295
+					r=$(timeout -k 5 20 build/bin/gstore-bench io --file "$GS_GPU_IMAGE" \
+						--size $nread --qd $((qd / 4)) --threads 4 --runtime 2 \
+						--warmup 0.5 --pollers $p --max-inflight $mi |
+						grep RESULT | sed "s/^RESULT //")
+					echo "RESULT core_p${p}_qd${qd}$cap $r"
+				done
+			done
+		done | tee "$OUT/sweep.log"
+	fi
 	GS_BENCH_ONLY=${GS_BENCH_ONLY:-cpu cam bam} timeout -k 5 "${GS_BENCH_TIMEOUT:-150}" \
 		$B/bench "${GS_BENCH_SECS:-1}" >"$OUT/bench.log" 2>&1
 	echo "bench: exit $?"
@@ -156,7 +187,8 @@ fi
 		"$OUT/tests.log" | grep -vE "^(cam|bam): core" | cut -c1-400
 	printf '%s\n' "${rows[@]}"
 	[[ -f $OUT/gstore-bench.log ]] && tail -4 "$OUT/gstore-bench.log" | sed 's/^/gstore-bench io: /'
-	grep -hE "^RESULT" "$OUT/tests.log" "$OUT/bench-hot.log" "$OUT/bench.log" 2>/dev/null |
+	grep -hE "^RESULT" "$OUT/tests.log" "$OUT/bench-hot.log" "$OUT/bench.log" \
+		"$OUT/sweep.log" 2>/dev/null |
 		cut -c8-130
 } | tee "$OUT/summary.txt"
 exit $fail

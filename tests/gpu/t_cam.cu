@@ -13,12 +13,13 @@
 
 static __global__ void read_kernel(struct gs_cam *q, char *region, uint64_t nread, uint32_t rounds,
 				   uint64_t seed, unsigned long long *bad,
-				   unsigned long long *count)
+				   unsigned long long *count, unsigned long long *tr)
 {
 	uint64_t tid = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
 	char *dst = region + tid * BS;
 
 	for (uint32_t r = 0; r < rounds; r++) {
+		trace_mark(tr, tid, r, 0, 1);
 		/* every fourth round the warp asks for the same 4 blocks: shared ids */
 		uint64_t key = (r & 3) == 3 ? tid / 8 : tid;
 		uint64_t id = mix(seed ^ (key << 20) ^ r) % nread;
@@ -28,10 +29,12 @@ static __global__ void read_kernel(struct gs_cam *q, char *region, uint64_t nrea
 
 		if ((r & 1) ? gs_prefetch_warp(q, id, dst, &tk) : gs_prefetch(q, &id, 1, dst))
 			atomicAdd(bad, 1ull << 32);
+		trace_mark(tr, tid, r, (r & 1) ? tk : 0, 2);
 		if (r & 1)
 			gs_prefetch_wait(q, tk);
 		else
 			gs_prefetch_sync(q);
+		trace_mark(tr, tid, r, (r & 1) ? tk : 0, 3);
 		const volatile uint64_t *w = (const volatile uint64_t *)dst;
 		unsigned long long b = 0;
 
@@ -122,9 +125,16 @@ static int run(const char *path, uint64_t nblocks, unsigned flags, int blocks, i
 
 	double t0 = now_s();
 
+	struct trace tr = {};
+
+	if (getenv("GS_TRACE"))		/* the threads' progress, for a stuck kernel's report */
+		trace_open(&tr, (uint32_t)blocks * threads);
 	read_kernel<<<blocks, threads>>>(dq, region, CAM_WR_FIRST(nblocks), rounds, gen * 77 + flags,
-					 bad, count);
-	kernel_wait("cam read", 90, [&](char *b, size_t n) { return gs_cuda_debug(c, b, n); });
+					 bad, count, tr.d);
+	kernel_wait("cam read", 90, [&](char *b, size_t n) {
+		return trace_report(&tr, dq, b, n, gs_cuda_debug(c, b, n));
+	});
+	trace_close(&tr);
 	double dt = now_s() - t0;
 
 	printf("cam[%s]: %llu random 4 KiB reads by %d x %d threads: %llu bad words, "
