@@ -129,6 +129,9 @@ GS_HD int gs_nvmeq_trylock(uint64_t *l)
 {
 	uint64_t e = 0;
 
+	/* test before test-and-set: many waiting lanes read, one CASes */
+	if (GS_AREF(uint64_t, l).load(cuda::memory_order_relaxed))
+		return 0;
 	return GS_AREF(uint64_t, l).compare_exchange_strong(e, 1, cuda::memory_order_acquire);
 }
 GS_HD uint32_t gs_nvmeq_cqe_dw3(struct gs_nvme_cqe *e)
@@ -315,12 +318,19 @@ GS_HD uint32_t gs_nvmeq_write(struct gs_nvmeq *q, uint64_t t, const struct gs_nv
 	return pos;
 }
 
-/* Until SQ position @pos is published: try to be the thread that moves the tail. */
-GS_HD void gs_nvmeq_publish_pos(struct gs_nvmeq *q, uint32_t pos)
+/* Until ticket @t is published: try to be the thread that moves the tail. */
+GS_HD void gs_nvmeq_publish_ticket(struct gs_nvmeq *q, uint64_t t)
 {
 	uint32_t spins = 0;
 
-	while (gs_nvmeq_load_acq32(&q->sq_mark[pos])) {
+	/*
+	 * Done when the tail has passed t, not when t's mark is clear: the mark
+	 * belongs to a position, and ticket t + qsize may set it again before
+	 * this thread looks (it gets its turn once t + qsize - nslots completes,
+	 * which may be before t's submitter runs again): that submitter then
+	 * spun forever (seen with 2 slots and 8 threads on 2 CPUs).
+	 */
+	while (gs_load_acq64(&q->sq_tail) <= t) {
 		if (gs_nvmeq_trylock(&q->sq_lock)) {
 			gs_nvmeq_move_tail(q);
 			/* release: tail and marks are updated before the next holder */
@@ -332,7 +342,8 @@ GS_HD void gs_nvmeq_publish_pos(struct gs_nvmeq *q, uint32_t pos)
 
 GS_HD void gs_nvmeq_fill(struct gs_nvmeq *q, uint64_t t, const struct gs_nvme_cmd *c)
 {
-	gs_nvmeq_publish_pos(q, gs_nvmeq_write(q, t, c));
+	gs_nvmeq_write(q, t, c);
+	gs_nvmeq_publish_ticket(q, t);
 }
 
 /*
@@ -393,7 +404,7 @@ GS_HD void gs_nvmeq_publish(struct gs_nvmeq *q)
 	uint64_t t = gs_load_rlx64(&q->ticket);
 
 	if (t != gs_load_acq64(&q->sq_tail))
-		gs_nvmeq_publish_pos(q, (uint32_t)((t - 1) % q->qsize));
+		gs_nvmeq_publish_ticket(q, t - 1);
 }
 
 /* ---- completion ---- */
@@ -433,7 +444,9 @@ GS_HD void gs_nvmeq_consume(struct gs_nvmeq *q, uint64_t i)
 
 	/* release: our copy of the entry is done before the head may pass it */
 	gs_store_rel32(&q->cq_mark[pos], 1);
-	while (gs_nvmeq_load_acq32(&q->cq_mark[pos])) {
+	/* the head, not the mark: entry i + qsize may mark the position again
+	 * before we look (see gs_nvmeq_publish_ticket) */
+	while (gs_load_acq64(&q->cq_head) <= i) {
 		if (gs_nvmeq_trylock(&q->cq_lock)) {
 			gs_nvmeq_move_head(q);
 			/* release: head, marks and sq_head before the next holder */

@@ -72,6 +72,10 @@ GS_HD int gs_d_trylock(uint64_t *l)
 {
 	uint64_t e = 0;
 
+	/* test before test-and-set: thousands of waiting warps read the line
+	 * instead of queueing atomics on it while the holder works */
+	if (GS_DREF(uint64_t, l).load(cuda::memory_order_relaxed))
+		return 0;
 	return GS_DREF(uint64_t, l).compare_exchange_strong(e, 1, cuda::memory_order_acquire,
 							     cuda::memory_order_relaxed);
 }
@@ -210,31 +214,6 @@ GS_HD void gs_cam_publish_hint(struct gs_cam *c, uint64_t v)
 	}
 }
 
-/*
- * Push one request.  With sq_ctr == &ring->sq_tail this is gs_sq_push().
- * With sq_ctr == &cam->sq_ticket the ticket comes from producer-local memory
- * (no read-modify-write on the ring's memory, which a GPU may not be able
- * to do atomically over PCIe) and ring->sq_tail is kept as a hint for
- * gs_sq_pending() with a plain store; only this cam may produce into the
- * ring then.
- */
-GS_HD void gs_cam_push(struct gs_cam *c, const struct gs_sqe *e)
-{
-	struct gs_ring *r = c->ring;
-	int dev = c->sq_ctr != &r->sq_tail;
-	uint64_t t = dev ? gs_d_faa(c->sq_ctr, 1) : gs_faa64(&r->sq_tail, 1);
-	struct gs_sq_slot *s = &gs_ring_sq(r)[t & c->sq_mask];
-	uint32_t ns = 32;
-
-	/* acquire: the previous lap's consumer finished reading the slot */
-	while (gs_load_acq64(&s->seq) != t)
-		gs_d_backoff(&ns);
-	gs_sq_fill(s, t, e);
-	/* hint only (gs_sq_pending, poller scaling): may lag, never our protocol */
-	if (dev)
-		gs_cam_publish_hint(c, t + 1);
-}
-
 /* Device byte offset of block @blk, or -ERANGE. */
 GS_HD int64_t gs_cam_dev_off(const struct gs_cam *c, uint64_t blk)
 {
@@ -359,31 +338,6 @@ GS_HD void gs_cam_wait_step(struct gs_cam *c, uint32_t *ns)
 }
 
 /*
- * Issue one request (GS_OP_*) for @len bytes at device offset @dev_off,
- * data at region offset @buf_off.  Waits while ncw requests are in flight.
- * Returns the ticket.
- */
-GS_HD uint64_t gs_cam_issue(struct gs_cam *c, uint8_t op, uint64_t dev_off, uint32_t len,
-			    uint64_t buf_off)
-{
-	uint64_t t = gs_d_faa(&c->tail, 1);
-	uint32_t ns = 64;
-	struct gs_sqe e = { 0 };
-
-	/* the words' previous owner (ticket t - ncw) must have retired */
-	while (t >= c->ncw && gs_d_load_acq(&c->retire) <= t - c->ncw)
-		gs_cam_wait_step(c, &ns);
-	e.op = op;
-	e.flags = GS_SQE_CQE | (op == GS_OP_FLUSH ? 0 : GS_SQE_BUF_OFF);
-	e.len = len;
-	e.off = dev_off;
-	e.buf = buf_off;
-	e.tag = t;
-	gs_cam_push(c, &e);
-	return t;
-}
-
-/*
  * A warp's worth of requests at once (gs_prefetch() on the GPU): reserve @n
  * CAM tickets with one fetch-add and wait until the words of all of them
  * are free; returns the first.  The caller then takes @n sq tickets with
@@ -416,13 +370,48 @@ GS_HD void gs_cam_push_at(struct gs_cam *c, uint64_t t, const struct gs_sqe *e, 
 	struct gs_sq_slot *s = &gs_ring_sq(r)[t & c->sq_mask];
 	uint32_t ns = 32;
 
-	/* acquire: the previous lap's consumer finished reading the slot */
+	/* acquire: the previous lap's consumer finished reading the slot (with
+	 * ncw + sinks <= sq_entries, as gs_cuda_open() checks, it has: no wait) */
 	while (gs_load_acq64(&s->seq) != t)
 		gs_d_backoff(&ns);
 	gs_sq_fill(s, t, e);
-	/* hint only, as in gs_cam_push() */
+	/* hint only (gs_sq_pending, poller scaling): may lag, never our protocol */
 	if (last && c->sq_ctr != &r->sq_tail)
 		gs_cam_publish_hint(c, t + 1);
+}
+
+/*
+ * Push one request.  With sq_ctr == &ring->sq_tail this is gs_sq_push().
+ * With sq_ctr == &cam->sq_ticket the ticket comes from producer-local memory
+ * (no read-modify-write on the ring's memory, which a GPU may not be able
+ * to do atomically over PCIe) and ring->sq_tail is kept as a hint for
+ * gs_sq_pending() with a plain store; only this cam may produce into the
+ * ring then.
+ */
+GS_HD void gs_cam_push(struct gs_cam *c, const struct gs_sqe *e)
+{
+	gs_cam_push_at(c, gs_cam_sq_reserve(c, 1), e, 1);
+}
+
+/*
+ * Issue one request (GS_OP_*) for @len bytes at device offset @dev_off,
+ * data at region offset @buf_off.  Waits while ncw requests are in flight.
+ * Returns the ticket.
+ */
+GS_HD uint64_t gs_cam_issue(struct gs_cam *c, uint8_t op, uint64_t dev_off, uint32_t len,
+			    uint64_t buf_off)
+{
+	uint64_t t = gs_cam_reserve(c, 1);
+	struct gs_sqe e = { 0 };
+
+	e.op = op;
+	e.flags = GS_SQE_CQE | (op == GS_OP_FLUSH ? 0 : GS_SQE_BUF_OFF);
+	e.len = len;
+	e.off = dev_off;
+	e.buf = buf_off;
+	e.tag = t;
+	gs_cam_push(c, &e);
+	return t;
 }
 
 /*

@@ -677,12 +677,26 @@ int main(int argc, char **argv)
 	/* the core alone: bin/gstore-bench io, run by run-all.sh */
 	double target = raw_best ? raw_best : 200000;
 
+	/*
+	 * The virtio disk changes speed within a run (10-20 % over a minute): a
+	 * raw row next to each section gives its rows a near reference too.
+	 */
+	auto raw_near = [&](const char *name) {
+		if (want("cpu"))
+			result(name, median_of([&] { return cpu_run(M_RAW, 64); }), "IOPS",
+			       "O_DIRECT pread, 64 threads, next to the rows below");
+	};
+
 	if (want("cam"))
-		for (int np : env_list("GS_BENCH_POLLERS", "2 1"))
+		for (int np : env_list("GS_BENCH_POLLERS", "2 1")) {
+			raw_near(np == 1 ? "raw_near_cam_p1" : "raw_near_cam_p2");
 			bench_cam((unsigned)np, target);
+		}
 	if (want("bam")) {
+		raw_near("raw_near_bam");
 		bench_bam(0, target);
 		bench_bam(1, target);
+		raw_near("raw_after_bam");
 	}
 	if (want("hot"))
 		bench_hot();
