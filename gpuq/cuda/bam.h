@@ -13,9 +13,9 @@
  *   DIRTY  written since it was read or written back
  *   low 20 bits: references.  VALID and BUSY never coexist.
  * A hit is one fetch-add (acquire) that finds VALID; the release is a
- * fetch-sub (release).  A miss is a CAS 0 -> BUSY|1 by exactly one thread
- * (the others see BUSY and wait), which takes a victim slot and reads the
- * line.  Eviction is a CAS VALID[|DIRTY] with no references -> BUSY.
+ * fetch-sub (release).  A miss is a CAS from a word with neither VALID nor
+ * BUSY (only transient references) to BUSY + 1 by exactly one thread (the
+ * others see BUSY and wait), which takes a victim slot and reads the line.  Eviction is a CAS VALID[|DIRTY] with no references -> BUSY.
  * Transient references (a fetch-add that found no VALID, undone at once)
  * are why bits are cleared by add/and, never by a plain store.
  *
@@ -279,8 +279,18 @@ GS_HD uint32_t gs_bam_get_try(struct gs_bam *b, uint64_t page, int dirty)
 			gs_d_faa(&b->busy_waits, 1);
 			return GS_BAM_RETRY;
 		}
-		if (!gs_d32_cas(pw, 0, GS_BAM_BUSY | 1))
-			continue;	/* someone else began filling it, or transient refs */
+		/*
+		 * Claim the fill: BUSY and our reference, keeping the transient
+		 * references of threads that looked meanwhile (each takes its own
+		 * back).  Claiming only from exactly 0 let the lookers of one page
+		 * keep each other from ever claiming it, spinning here without a
+		 * pause, and a spinning lane can keep a mate of its warp (filling
+		 * another page) from being scheduled.
+		 */
+		st = gs_d32_load_rlx(pw);
+		if ((st & (GS_BAM_VALID | GS_BAM_BUSY)) ||
+		    !gs_d32_cas(pw, st, st + GS_BAM_BUSY + 1))
+			continue;	/* someone else began filling it: look again */
 		/* we fill it */
 		uint32_t s = gs_bam_victim(b);
 

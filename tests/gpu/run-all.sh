@@ -128,6 +128,7 @@ if [[ $topok == 1 ]] && ! skip fs; then
 	echo "fs setup: exit $? ($(( $(date +%s) - T0 )) s)"
 	ls -la "$MNT/arrays" "$(dirname "$MNT")" >>"$OUT/fs.log" 2>&1
 	t attach_2proc_cat 150 bash tests/gpu/attach-multi.sh $B "$MNT/arrays/big" "$B/src.bin" "$OUT"
+	t plain_mmap 60 $B/t_plain "$MNT/arrays/big"
 	t bfs 120 $B/t_bfs "$MNT/arrays/g.csr" "" "${GS_BFS_CACHE_MIB:-32}"
 	t bfs_1056blk 120 $B/t_bfs "$MNT/arrays/g.csr" "" "${GS_BFS_CACHE_MIB:-32}" 1056
 	grep -E "^q_|^cache" "$MNT/.gstore/stats" >>"$OUT/fs.log" 2>&1
@@ -183,7 +184,7 @@ fi
 {
 	echo
 	echo "==== gstore GPU path: $(nvidia-smi -L | head -1), $(( $(date +%s) - T0 )) s"
-	grep -hE "^(t_sysatomic|cam|bam|get|set|flush|check|t_attach|t_bfs|[0-9]+ cats|cat |no cat)" \
+	grep -hE "^(t_sysatomic|cam|bam|get|set|flush|check|t_attach|t_bfs|t_plain|[0-9]+ cats|cat |no cat)" \
 		"$OUT/tests.log" | grep -vE "^(cam|bam): core" | cut -c1-400
 	printf '%s\n' "${rows[@]}"
 	[[ -f $OUT/gstore-bench.log ]] && tail -4 "$OUT/gstore-bench.log" | sed 's/^/gstore-bench io: /'
