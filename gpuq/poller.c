@@ -11,8 +11,10 @@
  * pushes, fences, and kicks only if it then sees sleepers != 0 (Dekker: one
  * of the two sees the other).  Rings flagged GS_RING_POLLED (GPU producers)
  * cannot kick, so while one is attached poller 0 sleeps at most 50 us,
- * doubling up to 2 ms while nothing arrives (a timed wait costs ~10 us of
- * CPU in a VM: 2 ms keeps an idle queue near 0.5% of a core).
+ * doubling up to 2 ms while nothing arrives, and up to 10 ms once nothing
+ * came for 100 ms (a timed wait costs 10-50 us of CPU in a VM, more under
+ * load: 2 ms kept an idle queue at 0.5-2.2% of a core, 10 ms keeps it at a
+ * fifth of that; the first request after a long pause waits up to 10 ms).
  *
  * The spin window adapts (up to spin_us): it doubles when work arrives
  * while spinning or soon after dozing off, and halves after a window that
@@ -57,6 +59,8 @@
 #define GROW_NS		1000000ull	/* at most one grow per ms */
 #define POLL_MIN_US	50		/* sleep bound with a GPU ring attached */
 #define POLL_MAX_US	2000
+#define POLL_IDLE_US	10000		/* ... once idle for LONG_IDLE_NS */
+#define LONG_IDLE_NS	100000000ull
 #define RECHECK_US	50		/* sleep bound while a flush or cq post waits */
 /* busy: sleep until inflight / BATCH_DIV completions (<= BATCH_MAX) */
 #ifndef BATCH_MIN	/* -D overrides: for experiments with gstore-bench */
@@ -713,8 +717,10 @@ static void poller_loop(struct poller *p)
 
 		timeout = -1;
 		if (p->idx == 0 && rs->npolled) {
+			uint32_t cap = now - idle_since > LONG_IDLE_NS ? POLL_IDLE_US : POLL_MAX_US;
+
 			timeout = poll_us;
-			poll_us = poll_us * 2 > POLL_MAX_US ? POLL_MAX_US : poll_us * 2;
+			poll_us = poll_us * 2 > cap ? cap : poll_us * 2;
 		}
 		if (p->flushq || p->cqovf || p->nsub || stopping)
 			timeout = RECHECK_US;
