@@ -119,7 +119,7 @@ tsan:
 	@:
 # TSan covers the lock-free and concurrent core: only those tests are built
 TSAN_TESTS ?= unit/gpuq unit/cache unit/nvme unit/fs/test_concurrent
-TSAN_BINS := $(filter $(addprefix $(B)/tests/,$(addsuffix /%,$(TSAN_TESTS))),$(UNIT_BINS))
+TSAN_BINS := $(filter $(addprefix $(B)/tests/,$(TSAN_TESTS) $(addsuffix /%,$(TSAN_TESTS))),$(UNIT_BINS))
 check-tsan: $(TSAN_BINS)
 	B=$(B) TESTS_FILTER='$(TSAN_TESTS)' tests/run.sh
 
