@@ -307,7 +307,7 @@ GS_HD void gs_nvmeq_move_tail(struct gs_nvmeq *q)
 }
 
 /* Write the command of ticket @t (its turn has come) and mark it ready. */
-GS_HD uint32_t gs_nvmeq_write(struct gs_nvmeq *q, uint64_t t, const struct gs_nvme_cmd *c)
+GS_HD void gs_nvmeq_write(struct gs_nvmeq *q, uint64_t t, const struct gs_nvme_cmd *c)
 {
 	uint32_t pos = (uint32_t)(t % q->qsize);
 
@@ -315,7 +315,6 @@ GS_HD uint32_t gs_nvmeq_write(struct gs_nvmeq *q, uint64_t t, const struct gs_nv
 	q->sq[pos].cid = (uint16_t)t;
 	/* release: the command is written before a mover can publish it */
 	gs_store_rel32(&q->sq_mark[pos], 1);
-	return pos;
 }
 
 /* Until ticket @t is published: try to be the thread that moves the tail. */
@@ -415,6 +414,14 @@ GS_HD uint32_t gs_nvmeq_phase(const struct gs_nvmeq *q, uint64_t i)
 	return ((i / q->qsize) & 1) ^ 1;
 }
 
+/* The SQ head @sqh moved on to position @h, as a CQE reports it (heads never go back). */
+GS_HD uint64_t gs_nvmeq_sq_head_at(const struct gs_nvmeq *q, uint64_t sqh, uint32_t h)
+{
+	if (h >= q->qsize)
+		return sqh;	/* a bogus field: keep what we had */
+	return sqh + (h + q->qsize - (uint32_t)(sqh % q->qsize)) % q->qsize;
+}
+
 /* Consume every contiguous marked CQ entry from the head (lock held). */
 GS_HD void gs_nvmeq_move_head(struct gs_nvmeq *q)
 {
@@ -422,11 +429,9 @@ GS_HD void gs_nvmeq_move_head(struct gs_nvmeq *q)
 
 	while (n - head < q->qsize && gs_nvmeq_load_acq32(&q->cq_mark[n % q->qsize])) {
 		uint32_t pos = (uint32_t)(n % q->qsize);
-		uint32_t h = q->cq[pos].sq_head;	/* intact until the doorbell below */
 
-		/* CQEs are taken in order, so their SQ heads never go back */
-		if (h < q->qsize)
-			sqh += (h + q->qsize - (uint32_t)(sqh % q->qsize)) % q->qsize;
+		/* intact until the doorbell below; CQEs are taken in order */
+		sqh = gs_nvmeq_sq_head_at(q, sqh, q->cq[pos].sq_head);
 		gs_nvmeq_store_rlx32(&q->cq_mark[pos], 0);
 		n++;
 	}
@@ -525,10 +530,8 @@ GS_HD int gs_nvmeq_collect(struct gs_nvmeq *q, int rounds)
 		gs_nvmeq_fence_acq();
 		/* the SQ head of the run's last entry: CQEs come in order, heads never go
 		 * back (the fence above orders this read after the post) */
-		uint32_t h = *(volatile uint16_t *)&q->cq[(head + k - 1) % q->qsize].sq_head;
-
-		if (h < q->qsize)
-			sqh += (h + q->qsize - (uint32_t)(sqh % q->qsize)) % q->qsize;
+		sqh = gs_nvmeq_sq_head_at(q, sqh,
+					  *(volatile uint16_t *)&q->cq[(head + k - 1) % q->qsize].sq_head);
 		/* the entries are copied (dw3[]): the controller may reuse them */
 		gs_store_rel64(&q->sq_head, sqh);
 		gs_nvmeq_db(q->cq_db, (uint32_t)((head + k) % q->qsize));

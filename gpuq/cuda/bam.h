@@ -15,7 +15,8 @@
  * A hit is one fetch-add (acquire) that finds VALID; the release is a
  * fetch-sub (release).  A miss is a CAS from a word with neither VALID nor
  * BUSY (only transient references) to BUSY + 1 by exactly one thread (the
- * others see BUSY and wait), which takes a victim slot and reads the line.  Eviction is a CAS VALID[|DIRTY] with no references -> BUSY.
+ * others see BUSY and wait), which takes a victim slot and reads the line.
+ * Eviction is a CAS VALID[|DIRTY] with no references -> BUSY.
  * Transient references (a fetch-add that found no VALID, undone at once)
  * are why bits are cleared by add/and, never by a plain store.
  *

@@ -221,8 +221,7 @@ int gs_cuda_params_fix(struct gs_cuda_params *p, uint64_t cap)
 	if (!p->buf_bytes)
 		p->buf_bytes = DEF_BUF;
 	if (!is_pow2(p->block_size) || p->block_size < 512 || !is_pow2(p->sq_entries) ||
-	    !is_pow2(p->ncw) || p->ncw > p->sq_entries || (p->ext && !p->next) ||
-	    (p->next && !p->ext) ||
+	    !is_pow2(p->ncw) || (p->ext && !p->next) || (p->next && !p->ext) ||
 	    p->buf_bytes % p->block_size)
 		return -EINVAL;
 	if (!p->nblocks) {
