@@ -40,13 +40,18 @@ CPPFLAGS += -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Iinclude -Iuapi -Ilib -I. \
 CFLAGS ?= -O2 -g
 CFLAGS += -std=gnu11 -Wall -Wextra $(WERROR) -Wno-unused-parameter -pthread -MMD -MP $(SANFLAGS)
 LDFLAGS += -pthread $(SANFLAGS)
-LDLIBS += -luring -lfuse3 -lm
+LDLIBS += -luring -lm
 TEST_LDLIBS := -lcmocka
 
-# libgstore: every .c of the library layers
-LIB_SRCS := $(sort $(wildcard lib/*.c gpuq/*.c cache/*.c fs/*.c))
+# libgstore: every .c of the library layers (fs core, object types, cache, I/O core)
+LIB_SRCS := $(sort $(wildcard lib/*.c gpuq/*.c cache/*.c fs/*.c fs/graph/*.c fs/graph/apps/*.c \
+			     fs/nd/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/%.o)
 LIB := $(B)/libgstore.a
+# the FUSE front end (fs/fuse/) is the daemon's, not the library's: only gstorefs links it
+FUSE_SRCS := $(sort $(wildcard fs/fuse/*.c))
+FUSE_OBJS := $(FUSE_SRCS:%.c=$(B)/%.o)
+FUSE_LIB := $(B)/libgstorefs.a
 
 # programs: bin/NAME.c or bin/NAME/*.c -> $(B)/bin/NAME
 PROG_SINGLE := $(patsubst bin/%.c,%,$(wildcard bin/*.c))
@@ -81,6 +86,14 @@ $(LIB): $(LIB_OBJS)
 	@mkdir -p $(@D)
 	rm -f $@
 	$(AR) rcs $@ $^
+
+$(FUSE_LIB): $(FUSE_OBJS)
+	@mkdir -p $(@D)
+	rm -f $@
+	$(AR) rcs $@ $^
+
+$(B)/bin/gstorefs: $(B)/bin/gstorefs.o $(FUSE_LIB) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $< $(FUSE_LIB) $(LIB) $(LDLIBS) -lfuse3
 
 $(B)/bin/%: $(B)/bin/%.o $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)

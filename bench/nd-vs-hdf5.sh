@@ -39,7 +39,7 @@ else
 fi
 CC=${CC:-cc}
 cmd=($CC -O2 -g -std=gnu11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Iinclude -Iuapi -Ilib
-     bench/nd_bench.c -o "$B/bench/nd_bench" "$B/libgstore.a" $H5FLAGS -luring -lfuse3 -lm
+     bench/nd_bench.c -o "$B/bench/nd_bench" "$B/libgstore.a" $H5FLAGS -luring -lm
      -pthread)
 echo "build: ${cmd[*]}"
 "${cmd[@]}"

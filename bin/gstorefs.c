@@ -25,7 +25,7 @@
 
 #include "gstore.h"
 #include "gstore_fs.h"
-#include "fs/fuse_internal.h"
+#include "fs/fuse/fuse_internal.h"
 #include "gpuq/attach.h"
 #include "bin/opts.h"
 

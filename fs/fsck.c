@@ -14,7 +14,7 @@
  *      they are normal after a crash and not counted as errors), objects in
  *      no directory (repair links them into / as "lost+found-INO")
  *   6. N-D spaces: index entries against the data object and the allocator
- *      (fs/nd_fsck.c; reported, not repaired)
+ *      (fs/nd/nd_fsck.c; reported, not repaired)
  *
  * Repairs run through the ordinary metadata buffers and the journal, so an
  * interrupted repair is itself crash-safe.  Result: GS_FSCK_* bits as in
@@ -27,7 +27,7 @@
 #include <sys/stat.h>
 
 #include "fs_internal.h"
-#include "nd_internal.h"
+#include "nd/nd_internal.h"
 
 #define MAX_DUP_REPORTS	10
 

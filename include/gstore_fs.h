@@ -153,133 +153,88 @@ int gs_fs_statfs(struct gs_fs *fs, struct gs_fs_statfs *sf);
 int gs_fs_info_text(struct gs_fs *fs, char *buf, size_t size);
 int gs_fs_stats_text(struct gs_fs *fs, char *buf, size_t size);
 
-/* The layers below, for object types built on top (graph, nd) and tools. */
-struct gs_cache *gs_fs_cache(struct gs_fs *fs);
-struct gs_q *gs_fs_queue(struct gs_fs *fs);
-
-/*
- * ---- REQUEST from the FUSE front end (fs/fuse.c) -- fs core owner, please
- * review, implement or answer here; fs/fuse.c already calls these. ----
- *
- * 1. Open references.  The kernel keeps using an inode after its last name
- *    is gone (a file unlinked or renamed over while open or mmapped).
- *    gstorefs calls gs_fs_open() once per open handle and gs_fs_release()
- *    once per close (the fs counts them).  While an object has open references,
- *    gs_fs_unlink() / rename-over remove the name only; the object (data
- *    and ino) is freed at the last gs_fs_release().  Objects orphaned by a
- *    crash are freed at the next mount (and fsck does not count them).
- *    @flags: the open(2) flags (O_ACCMODE; -EROFS for writes on a ro mount).
- * 2. Ino reuse: please never hand out an ino again within one mount, or set
- *    gs_stat.gen so that (ino, gen) is unique (FUSE needs that pair unique
- *    while the kernel may still cache an old inode).  fuse.c reads st.gen.
- * 3. gs_fs_readdir cookies: fuse.c puts ".", ".." (and ".gstore" in the
- *    root) at offsets 1..3 and passes fs cookies as cookie + 3, so cookies
- *    must stay below 2^63.
- * 4. gs_fs_mount() please takes an exclusive lock on the image (flock/
- *    O_EXCL on block devices) and fails with -EBUSY, so that `gstore stat /
- *    import` on an image that gstorefs has mounted fails cleanly.
- * 5. Finding (tests/integration/fs_enospc.sh): after `rm` of the file that
- *    filled the fs, new writes still fail with ENOSPC although statfs shows
- *    the space free - also after fsyncdir and after a remount.  Frees stay
- *    pending until a checkpoint (checkpoint_locked -> alloc_release_pending),
- *    and nothing checkpoints when space runs out: alloc_reserve() could
- *    checkpoint and retry when it hits ENOSPC with al.pending > 0.  (Also
- *    seen as ENOSPC on a 2 GiB mount right after stress-ng removed its files.)
- * 6. Read policy (bench/fuse-vs-passthrough.sh, 4 KiB O_DIRECT random reads
- *    of a 256 MiB array with -o cache=1G): gs_fs_read bypasses the cache for
- *    every aligned read (can_bypass), even when the line is cached, so each
- *    4 KiB read is a synchronous gs_q_pread: ~3k IOPS vs passthrough_ll's
- *    ~15k.  The same reads through the cache (an unaligned buffer, as a test)
- *    give ~28k IOPS, 1.9x passthrough_ll.  Proposed: bypass only for reads of
- *    at least one cache line (or when the line is not resident); small reads
- *    go through the cache.  fuse.c hands gs_fs_read page-aligned buffers of
- *    up to 1 MiB (FUSE max_read), so large reads can still go around.
- */
+/* Open references: an object unlinked while open keeps its data until the
+ * last gs_fs_release().  @flags: open(2) flags (O_ACCMODE). */
 int gs_fs_open(struct gs_fs *fs, uint64_t ino, int flags);
 int gs_fs_release(struct gs_fs *fs, uint64_t ino);
 
-/*
- * ---- REQUEST from N-D spaces (fs/nd*.c, issue 5) -- fs core owner, please
- * review, implement or answer here.  Until these exist nd binds to them
- * weakly and gs_nd_create/open on a gs_fs return -EOPNOTSUPP. ----
- *
- * 1. Internal objects: gs_fs_create_internal() makes a hidden GS_T_INTERNAL
- *    object owned by @owner (in no directory; freed with its owner when the
- *    owner is freed; fsck counts its extents as the owner's).
- * 2. Data on a GS_T_ND object: gs_fs_read/gs_fs_write/gs_fs_fsync on a
- *    GS_T_ND ino work as on an array (holes read zeros).  nd keeps its
- *    superblock and N-level index there (small, through the cache).
- * 3. Contiguous allocation: gs_fs_alloc_extent() backs [off, off+len) of
- *    internal object @ino (off, len multiples of the fs block size) with ONE
- *    contiguous device run and returns its device byte offset in *dev_off;
- *    -ENOSPC when no free run is that long, -EEXIST if part of the range is
- *    already mapped.  The mapping is durable after gs_fs_fsync(ino).  nd does
- *    its block I/O on the run itself through gs_q (one request per building
- *    block, O_DIRECT), never through gs_cache.  A run must not have dirty
- *    cache lines of a previous owner left (please drop them when an extent
- *    is freed); nd also calls gs_cache_flush_range + gs_cache_invalidate on
- *    a fresh run before its first write.
- * 4. gs_fs_bmap(): device byte offset of logical @off of @ino and the length
- *    of the contiguous mapped run from there; -ENODATA for a hole.  nd calls
- *    it to find its blocks again after a remount.
- */
-/*
- * ---- fs core answers (fs/catalog.c, fs/array.c) ----
- * FUSE 1: done.  Open refs are counted per gs_fs_open(); gs_fs_release()
- *    with no open ref returns -EINVAL.  An unlinked open object is on an
- *    on-disk orphan list and is freed at the last release or next mount.
- * FUSE 2: done through st.gen: each reuse of an inode number bumps it.
- * FUSE 3: done.  gs_fs_readdir() reports no "." / ".."; cookie 0 starts at
- *    the beginning, cookies are byte positions + 1 (< 2^48).  gs_fs_lookup()
- *    also answers "." and "..".
- * FUSE 4: done: flock(LOCK_EX|LOCK_NB) on the image (LOCK_SH with
- *    GS_FS_RDONLY) -> -EBUSY; gs_fs_fsck() takes the same lock.
- * ND 1: done.  Owners may be any object but a directory or an internal
- *    object.  gs_fs_unlink_internal() (added) drops one internal object.
- * ND 2: done: read/write/fsync/fallocate/truncate work on GS_T_ND,
- *    GS_T_GRAPH and GS_T_INTERNAL objects as on arrays.
- * ND 3: done.  The run is a normal (written) extent: its contents are
- *    undefined until nd writes them.  gs_fs_alloc_extent() itself calls
- *    gs_cache_flush_range() + gs_cache_invalidate() on the run before it
- *    returns.  Always contiguous, GS_ALLOC_CONTIG or not.
- * ND 4: done.  Unwritten (fallocated) blocks count as holes (-ENODATA).
- * Other additions: gs_fs_unlink_internal(); gs_mkfs_opts.inodes.
- *
- * ---- REQUEST 5 from N-D spaces -- fs core owner, please answer here ----
- * A run from gs_fs_alloc_extent() can share a cache line (64 KiB by
- * default) with blocks the fs keeps through gs_cache (inodes, dirs, xattrs,
- * an nd object's own index).  The cache writes back whole lines, so a later
- * write-back of such a line puts stale bytes over what nd wrote to its run
- * directly (seen: the first space on a fresh image, written through FUSE
- * right after mkdir + setxattr, read back 348 wrong elements).  Please make
- * runs start and end on cache-line boundaries (at least with a flag, e.g.
- * GS_ALLOC_LINE_ALIGNED), or keep fs metadata out of lines that overlap a
- * run.  Until then nd pads each slot by (line - block) bytes and uses the
- * line-aligned part.
- */
-/*
- * ---- fs core answers, continued ----
- * FUSE 5: done: at ENOSPC with frees waiting for a checkpoint, the fs
- *    commits, checkpoints and retries (write, fallocate, create, rename,
- *    setxattr, alloc_extent).  After a remount nothing waits anyway.
- * FUSE 6: done as proposed: aligned reads of at least one cache line (and
- *    no dirty data of the object in the cache) go around the cache; smaller
- *    reads go through it.  Later: the reads around the cache run on the
- *    calling thread (gs_q_pread_sync), and O_DIRECT readers
- *    (GS_FS_READ_DIRECT) go around it for any size while the object is clean.
- * ND 5: done: GS_ALLOC_LINE_ALIGNED makes the run start on a cache-line
- *    boundary and rounds its length up to whole lines; the padding blocks
- *    are mapped too (the object's range [off, off + rounded len) is taken),
- *    so no other allocation shares a line with the run.  Slot sizes that
- *    are multiples of the line waste nothing.
- */
-enum {
-	GS_ALLOC_CONTIG = 1u << 0,
-	GS_ALLOC_LINE_ALIGNED = 1u << 1,	/* see ND 5 above */
-};
+/* Hidden data objects (GS_T_INTERNAL) owned by object @owner: in no directory,
+ * freed with their owner; read and written like arrays. */
 int gs_fs_create_internal(struct gs_fs *fs, uint64_t owner, uint64_t *ino);
 /* Free internal object @ino now (or at its last gs_fs_release()). */
 int gs_fs_unlink_internal(struct gs_fs *fs, uint64_t ino);
+
+/* Start cache read-ahead of [off, off + len) of @ino; never fails. */
+void gs_fs_readahead(struct gs_fs *fs, uint64_t ino, uint64_t off, uint64_t len);
+
+/*
+ * Direct leases: I/O on [off, off + len) of @ino around the block cache.
+ * gs_fs_lease_begin() writes back and drops the cache's copy of the range
+ * and pins the object's mapping of it (truncate, punch and relocation of the
+ * range wait for the lease's end); with GS_LEASE_ALLOC it first backs every
+ * hole in the range, each with one contiguous device run.  I/O under the
+ * lease is addressed by object offset and must stay inside the range.
+ * gs_fs_lease_end() waits for the lease's I/O, drops any cache copy of the
+ * range made meanwhile (after writing back dirty blocks of others sharing a
+ * cache line with it) and, for write leases, records the written range so the
+ * next gs_fs_fsync() of @ino makes it durable.
+ */
+enum {
+	GS_LEASE_READ = 1u << 0,
+	GS_LEASE_WRITE = 1u << 1,
+	GS_LEASE_ALLOC = 1u << 2,	/* back holes (implies GS_LEASE_WRITE) */
+};
+struct gs_lease;
+int gs_fs_lease_begin(struct gs_fs *fs, uint64_t ino, uint64_t off, uint64_t len,
+		      unsigned flags, struct gs_lease **lp);
+/* Returns the first error of the lease's I/O (0 if none); frees @l. */
+int gs_fs_lease_end(struct gs_lease *l);
+
+/* Synchronous I/O under a lease: bytes transferred or -errno.  Reads of holes
+ * give zeros; writes to holes of a lease without GS_LEASE_ALLOC -ENODATA. */
+ssize_t gs_fs_lease_pread(struct gs_lease *l, void *buf, size_t len, uint64_t off);
+ssize_t gs_fs_lease_pwrite(struct gs_lease *l, const void *buf, size_t len, uint64_t off);
+
+/* Asynchronous I/O under a lease: @done runs on an I/O thread (keep it short)
+ * with the bytes transferred or -errno.  One object piece may become several
+ * device requests; @done runs once, after the last. */
+struct gs_obj_io;
+typedef void (*gs_obj_cb)(struct gs_obj_io *io, int64_t res);
+struct gs_obj_io {
+	uint8_t op;		/* GS_OP_READ / GS_OP_WRITE */
+	uint32_t len;
+	uint64_t off;		/* object byte offset */
+	void *buf;
+	gs_obj_cb done;
+	void *priv;
+	uint64_t rsvd[2];	/* the fs core's */
+};
+/* Queue @n ios; returns n, or -errno with nothing queued. */
+int gs_fs_lease_submit(struct gs_lease *l, struct gs_obj_io **ios, unsigned n);
+
+/*
+ * Rings of other processes (the attach server): the fs's I/O core serves
+ * @ring, whose requests carry device offsets taken from the leases bound to
+ * it; a request outside every bound lease's mapping, or a write outside the
+ * write leases', completes with -EACCES and is counted, never executed.
+ */
+struct gs_ring;
+int gs_fs_ring_add(struct gs_fs *fs, struct gs_ring *ring, void *buf_base, size_t buf_len);
+int gs_fs_ring_bind(struct gs_fs *fs, struct gs_ring *ring, struct gs_lease *l);
+/* Stops serving @ring (waits for its requests in flight); the leases stay. */
+int gs_fs_ring_del(struct gs_fs *fs, struct gs_ring *ring);
+/* The lease's mapping in @block_size units as struct gs_att_ext entries
+ * (uapi/gstore_attach.h) for a client that addresses the device itself;
+ * returns the number of entries (more than @max: call again larger). */
+int gs_fs_lease_export(struct gs_lease *l, uint32_t block_size, void *ext, unsigned max);
+
+/* ---- leaving the public API (issue 13): callers move to leases ---- */
+enum {
+	GS_ALLOC_CONTIG = 1u << 0,
+	GS_ALLOC_LINE_ALIGNED = 1u << 1,
+};
+struct gs_cache *gs_fs_cache(struct gs_fs *fs);
+struct gs_q *gs_fs_queue(struct gs_fs *fs);
 int gs_fs_alloc_extent(struct gs_fs *fs, uint64_t ino, uint64_t off, uint64_t len,
 		       unsigned flags, uint64_t *dev_off);
 int gs_fs_bmap(struct gs_fs *fs, uint64_t ino, uint64_t off, uint64_t *dev_off,

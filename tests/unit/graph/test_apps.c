@@ -14,7 +14,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "../../../fs/graph_internal.h"
+#include "../../../fs/graph/graph_internal.h"
 #include "graph_ref.h"
 
 /* ---- references ---- */

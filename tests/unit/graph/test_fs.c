@@ -14,7 +14,7 @@
 #include <cmocka.h>
 
 #include "../fs/fs_test.h"
-#include "../../../fs/graph_internal.h"
+#include "../../../fs/graph/graph_internal.h"
 #include "graph_ref.h"
 
 static char *img;

@@ -15,7 +15,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "../../../fs/graph_internal.h"
+#include "../../../fs/graph/graph_internal.h"
 #include "graph_ref.h"
 
 static char tmpdir[] = "/tmp/gstore-graph-test-XXXXXX";

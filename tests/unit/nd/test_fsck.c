@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * fsck's N-D pass (fs/nd_fsck.c): a clean image with written spaces checks
+ * fsck's N-D pass (fs/nd/nd_fsck.c): a clean image with written spaces checks
  * clean; then one space each gets its index corrupted on purpose - a slot
  * referenced twice, a slot beyond nslots, a slot whose extent was freed
  * (referenced but free), a node pointer outside the index area - and fsck
@@ -18,7 +18,7 @@
 #include <cmocka.h>
 
 #include "../fs/fs_test.h"
-#include "fs/nd_internal.h"
+#include "fs/nd/nd_internal.h"
 
 static char *img;
 

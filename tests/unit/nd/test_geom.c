@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* N-D spaces: types, shapes, slices, building-block sizing, layouts (fs/nd_geom.c). */
+/* N-D spaces: types, shapes, slices, building-block sizing, layouts (fs/nd/nd_geom.c). */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -9,7 +9,7 @@
 #include <cmocka.h>
 
 #include "gstore_q.h"
-#include "fs/nd_internal.h"
+#include "fs/nd/nd_internal.h"
 
 static void test_dtypes(void **state)
 {

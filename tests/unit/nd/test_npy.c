@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* N-D spaces: numpy .npy headers (fs/nd_npy.c), checked against numpy 1.24's bytes. */
+/* N-D spaces: numpy .npy headers (fs/nd/nd_npy.c), checked against numpy 1.24's bytes. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -8,7 +8,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "fs/nd_internal.h"
+#include "fs/nd/nd_internal.h"
 
 /* np.save() output of np.zeros((3, 4), '<f8') etc.: the dict part */
 static const struct {

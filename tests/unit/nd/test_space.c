@@ -18,7 +18,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "fs/nd_internal.h"
+#include "fs/nd/nd_internal.h"
 #include "nd_ref.h"
 
 struct sp {

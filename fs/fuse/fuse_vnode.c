@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fs/fuse_internal.h"
+#include "fuse_internal.h"
 
 #define VHASH_BITS	10
 #define VHASH_SIZE	(1u << VHASH_BITS)

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * gstorefs: the files of an N-D space, nd/NAME/ (fs/fuse_internal.h layer).
+ * gstorefs: the files of an N-D space, nd/NAME/ (fs/fuse/fuse_internal.h layer).
  *
  *   info                        text: shape, type, block shape, usage
  *   data, data.npy              the whole space, row-major (writable)
@@ -37,7 +37,7 @@
 
 #include "fuse_internal.h"
 #include "gstore_nd.h"
-#include "nd_internal.h"
+#include "../nd/nd_internal.h"
 
 #define XA_SHAPE	"user.gstore.shape"
 #define XA_DTYPE	"user.gstore.dtype"

@@ -11,7 +11,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "graph_internal.h"
+#include "../graph_internal.h"
 
 #define DEF_BATCH	8192
 

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "gstore_fs.h"
-#include "graph_internal.h"
+#include "../graph_internal.h"
 
 #define XA_CSR		"user.gstore.csr"
 #define WCHUNK		(1u << 20)

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * gstorefs front end: FUSE low-level handlers over gs_fs (fs/fuse.c) and the
+ * gstorefs front end: FUSE low-level handlers over gs_fs (fs/fuse/fuse.c) and the
  * virtual-node layer that object types plug their files into.
  *
  * Two audiences:
  *   - bin/gstorefs.c: gs_fuse_new() / gs_fuse_destroy() around a session;
- *   - object types (fs/fuse_graph.c, fs/fuse_nd.c, ...): struct gs_vops.
+ *   - object types (fs/fuse/fuse_graph.c, fs/fuse/fuse_nd.c, ...): struct gs_vops.
  *
  * Inode numbers.  Real objects use the fs core's ino (below 2^63).  Virtual
  * nodes have GS_VINO_BIT set, so the two spaces never collide.  Virtual
@@ -22,9 +22,9 @@
  *                           call the same type's ops.
  *
  * Adding an object type's files (e.g. graph):
- *   1. fs/fuse_graph.c defines `const struct gs_vops gs_fuse_graph_ops = {...}`;
+ *   1. fs/fuse/fuse_graph.c defines `const struct gs_vops gs_fuse_graph_ops = {...}`;
  *   2. declare it below next to gs_fuse_meta_ops;
- *   3. add one line to vtypes[] in fs/fuse.c: `[GS_T_GRAPH] = &gs_fuse_graph_ops,`.
+ *   3. add one line to vtypes[] in fs/fuse/fuse.c: `[GS_T_GRAPH] = &gs_fuse_graph_ops,`.
  * Types without an entry show as empty, read-only directories.
  *
  * Every op returns 0 / a count or -errno.  Ops run on many FUSE worker threads
@@ -147,7 +147,7 @@ struct gs_vops {
 	int (*listxattr)(struct gs_fuse *gf, const struct gs_vnode *vn, char *list, size_t size);
 
 	/*
-	 * Hooks added for N-D spaces (fs/fuse_nd.c; wired in fs/fuse.c with
+	 * Hooks added for N-D spaces (fs/fuse/fuse_nd.c; wired in fs/fuse/fuse.c with
 	 * minimal edits, like graph's; mkdir nd/NAME makes a GS_T_ND object).
 	 * obj_setxattr: setxattr on a real object of this type (nd/NAME itself)
 	 *   comes here first; -ENOSYS means "not mine": gs_fs_setxattr follows.
@@ -168,12 +168,12 @@ struct gs_fs *gs_fuse_fs(struct gs_fuse *gf);
 typedef int (*gs_text_gen)(void *ctx, char *buf, size_t size);
 int gs_vfile_text(struct gs_vfile *f, gs_text_gen gen, void *ctx);
 
-/* Types.  Add yours here and one line in vtypes[] in fs/fuse.c. */
-extern const struct gs_vops gs_fuse_meta_ops;	/* /.gstore (fs/fuse_vnode.c) */
-extern const struct gs_vops gs_fuse_graph_ops;	/* graph/NAME/ (fs/fuse_graph.c) */
-extern const struct gs_vops gs_fuse_nd_ops;	/* nd/NAME/... (fs/fuse_nd.c) */
+/* Types.  Add yours here and one line in vtypes[] in fs/fuse/fuse.c. */
+extern const struct gs_vops gs_fuse_meta_ops;	/* /.gstore (fs/fuse/fuse_vnode.c) */
+extern const struct gs_vops gs_fuse_graph_ops;	/* graph/NAME/ (fs/fuse/fuse_graph.c) */
+extern const struct gs_vops gs_fuse_nd_ops;	/* nd/NAME/... (fs/fuse/fuse_nd.c) */
 
-/* ---------------- layer-private (fs/fuse.c, fs/fuse_vnode.c) ---------------- */
+/* ---------------- layer-private (fs/fuse/fuse.c, fs/fuse/fuse_vnode.c) ---------------- */
 
 /* Registry of live virtual nodes. */
 struct gs_vreg;

@@ -5,7 +5,7 @@
  * Real objects (arrays/, directories) map 1:1 onto gs_fs_* calls with the
  * fs core's ino as the FUSE nodeid.  Virtual nodes (/.gstore, and the files
  * graph and N-D objects expose) go through the gs_vops of their type; see
- * fs/fuse_internal.h.
+ * fs/fuse/fuse_internal.h.
  *
  * Caching: every change to an array reaches the fs through this mount (the
  * daemon owns the device), so the kernel's page cache stays valid across
@@ -27,7 +27,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#include "fs/fuse_internal.h"
+#include "fuse_internal.h"
 
 #define MAX_IO		(1u << 20)	/* max_write, and the read buffer size */
 #define DIRECT_SLOTS	4096		/* inos recently written with direct_io (hashed) */

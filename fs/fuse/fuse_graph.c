@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 #include "fuse_internal.h"
-#include "graph_internal.h"
+#include "../graph/graph_internal.h"
 
 enum kind {
 	K_INFO = 1, K_EDGES, K_UPDATES, K_CTL, K_VDIR,
