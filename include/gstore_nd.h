@@ -90,6 +90,17 @@ int gs_nd_parse_dtype(const char *s, uint32_t *dtype, uint32_t *elem_size);
 /* "16384x16384" or "16384,16384" -> shape; returns ndims or -EINVAL/-ERANGE. */
 int gs_nd_parse_shape(const char *s, uint64_t *shape, unsigned max);
 
+/* "x1,x2,..." -> exactly @ndims block coordinates; 0, -EINVAL or -ERANGE. */
+int gs_nd_parse_coords(const char *s, uint32_t ndims, uint64_t *coord);
+/*
+ * The hyperslab of the NDS block request (@subdim, @coord) on @shape:
+ * start = coord * subdim, count = subdim clipped at the space's edge (edge
+ * blocks, and blocks larger than the space, are partial, as HDF5 and Zarr
+ * chunks are).  0, -EINVAL (a zero side) or -ERANGE (starts outside).
+ */
+int gs_nd_block_slab(uint32_t ndims, const uint64_t *shape, const uint64_t *subdim,
+		     const uint64_t *coord, uint64_t *start, uint64_t *count);
+
 /*
  * Slice "a:b[:s],i,:,..." of a @ndims-dim @shape (missing trailing entries:
  * whole).  A bare index i sets bit i of *dropped (numpy drops that axis).
@@ -118,6 +129,9 @@ int gs_nd_create(struct gs_fs *fs, uint64_t parent, const char *name,
 		 const struct gs_nd_params *p, uint32_t mode, struct gs_nd **ndp);
 /* Format an existing, empty GS_T_ND object @ino (mkdir + setxattr path). */
 int gs_nd_format(struct gs_fs *fs, uint64_t ino, const struct gs_nd_params *p);
+/* The stored parameters of space @ino (elem_size and bb filled in), read
+ * from its superblock without opening it.  -ENODATA: not formatted yet. */
+int gs_nd_stat(struct gs_fs *fs, uint64_t ino, struct gs_nd_params *p);
 /* Open the space @ino (GS_T_ND).  -ENODATA: not formatted yet. */
 int gs_nd_open(struct gs_fs *fs, uint64_t ino, struct gs_nd **ndp);
 /* Write back, sync and free.  Returns the write-back's result. */
@@ -202,9 +216,9 @@ ssize_t gs_nd_aio_wait(struct gs_nd *nd, struct gs_nd_aio *aio);
 
 /* ---- numpy .npy headers ---- */
 
-/* Write the .npy header for @dtype/@elem_size and @shape into @buf; returns its
- * length (a multiple of 64) or -ENOSPC if @size is too small (256 always does
- * for <= 8 dimensions). */
+/* Write the .npy header for @dtype/@elem_size and @shape into @buf (ndims 0:
+ * a 0-d array, numpy shape ()); returns its length (a multiple of 64) or
+ * -ENOSPC if @size is too small (256 always does for <= 8 dimensions). */
 int gs_nd_npy_header(char *buf, size_t size, uint32_t dtype, uint32_t elem_size,
 		     uint32_t ndims, const uint64_t *shape);
 /* Parse a .npy header from @buf (@len bytes available); returns the header

@@ -389,8 +389,7 @@ static int export_image(struct where *w, const struct nd_args *a, char *buf, int
 		for (uint32_t i = 0; i < vn; i++)
 			if (!(dropped & (1u << i)))
 				nshape[nn++] = count[i];
-		if (!nn)
-			nshape[nn++] = 1;
+		/* every dimension a bare index: numpy's a[i, j], a 0-d array */
 		h = gs_nd_npy_header(hdr, sizeof(hdr), in.p.dtype, in.p.elem_size, nn, nshape);
 		if (h < 0 || write(out, hdr, h) != h) {
 			gs_fail(0, "%s: %s", a->file, strerror(errno));

@@ -6,11 +6,14 @@
  *   data, data.npy              the whole space, row-major (writable)
  *   block/<b1>x<b2>.../<x1>,<x2>...[.npy]
  *                               NDS coordinate access: the sub-array of shape
- *                               b at block coordinate x (edge-clipped)
+ *                               b at block coordinate x (partial at the edge,
+ *                               and where b is larger than the space); block/
+ *                               lists the building-block shape, block/<b>/
+ *                               every block of b
  *   slice/<a:b[:s]>,<i>,...[.npy]
  *                               any hyperslab; a bare index keeps its
  *                               dimension in the data but not in the .npy
- *                               shape (numpy drops it)
+ *                               shape (numpy drops it; all bare: shape ())
  *   as/<shape>/{data,block/...,slice/...}[.npy]
  *                               the same, on a view of another shape with the
  *                               same volume (the row-major sequence reshaped)
@@ -31,20 +34,34 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fuse_internal.h"
 #include "gstore_nd.h"
-#include "../nd/nd_internal.h"
 
+#define ND_MAXD		GS_ND_MAX_DIMS
 #define XA_SHAPE	"user.gstore.shape"
 #define XA_DTYPE	"user.gstore.dtype"
 #define XA_BB		"user.gstore.bb"
 #define NPY_MAX		256
 
 enum kind { K_INFO = 1, K_FILE, K_BLOCKDIR, K_BLOCKSHAPE, K_SLICEDIR, K_ASDIR, K_VIEW };
+
+/* A space's shape and element, from its superblock (gs_nd_stat). */
+struct nd_layout {
+	uint32_t ndims, dtype, esize;
+	uint64_t shape[ND_MAXD], bb[ND_MAXD];
+	uint64_t elems;
+};
+
+/* A hyperslab of the context: start + k * stride, 0 <= k < count. */
+struct nd_slab {
+	uint32_t ndims;
+	uint64_t start[ND_MAXD], count[ND_MAXD], stride[ND_MAXD];
+};
 
 /* vn->priv of every nd node: the context (space or view) and, for files, the selection. */
 struct ndv {
@@ -130,10 +147,20 @@ static int space_put(struct open_space *o)
 static int space_layout(struct gs_fs *fs, uint64_t obj, struct nd_layout *L)
 {
 	struct gs_nd_params p;
-	struct nd_sbx x;
-	int ret = nd_fs_super(fs, obj, &p, &x);
+	int ret = gs_nd_stat(fs, obj, &p);
 
-	return ret ? ret : nd_layout_init(L, &p);
+	if (ret)
+		return ret;
+	L->ndims = p.ndims;
+	L->dtype = p.dtype;
+	L->esize = p.elem_size;
+	L->elems = 1;
+	for (uint32_t i = 0; i < p.ndims; i++) {
+		L->shape[i] = p.shape[i];
+		L->bb[i] = p.bb[i];
+		L->elems *= p.shape[i];		/* checked by gs_nd_stat */
+	}
+	return 0;
 }
 
 /* ---- lookup ---- */
@@ -183,8 +210,7 @@ static int make_file(struct gs_vnode *vn, struct ndv *v, const struct nd_layout 
 			shape[n++] = v->slab.count[i];
 	}
 	if (npy) {
-		if (n == 0)
-			shape[n++] = 1;
+		/* all dimensions dropped (slice/3,4.npy): a 0-d array, numpy's a[3, 4] */
 		len = gs_nd_npy_header(v->hdr, sizeof(v->hdr), L->dtype, L->esize, n, shape);
 		if (len < 0)
 			return len;
@@ -249,14 +275,12 @@ static int lookup_in(const struct gs_vdir *dir, const struct nd_layout *L, const
 		return 0;
 	}
 	case K_BLOCKDIR:
+		/* any block shape: sides past the space's make partial blocks */
 		ret = gs_nd_parse_shape(name, v->sub, ND_MAXD);
 		if (ret < 0)
 			return ret;
 		if ((uint32_t)ret != n)
 			return -EINVAL;
-		for (uint32_t i = 0; i < n; i++)
-			if (v->sub[i] > v->vshape[i])
-				return -ERANGE;
 		vn->kind = K_BLOCKSHAPE;
 		vn->mode = S_IFDIR | 0555;
 		return 0;
@@ -264,14 +288,22 @@ static int lookup_in(const struct gs_vdir *dir, const struct nd_layout *L, const
 		uint64_t c[ND_MAXD];
 
 		npy = npy_name(name, base, sizeof(base));
-		ret = nd_parse_coords(base, n, c);
+		ret = gs_nd_parse_coords(base, n, c);
 		if (!ret)
-			ret = nd_block_slab(n, v->vshape, v->sub, c, &v->slab);
-		return ret ? ret : make_file(vn, v, L, npy, 0);
+			ret = gs_nd_block_slab(n, v->vshape, v->sub, c, v->slab.start,
+					       v->slab.count);
+		if (ret)
+			return ret;
+		v->slab.ndims = n;
+		for (uint32_t i = 0; i < n; i++)
+			v->slab.stride[i] = 1;
+		return make_file(vn, v, L, npy, 0);
 	}
 	case K_SLICEDIR:
 		npy = npy_name(name, base, sizeof(base));
-		ret = nd_parse_slice(base, n, v->vshape, &v->slab, &dropped);
+		ret = gs_nd_parse_slice(base, n, v->vshape, v->slab.start, v->slab.count,
+					v->slab.stride, &dropped);
+		v->slab.ndims = n;
 		return ret ? ret : make_file(vn, v, L, npy, dropped);
 	}
 	return -ENOENT;
@@ -305,6 +337,45 @@ static void nd_forget(struct gs_fuse *gf, struct gs_vnode *vn)
 	vn->priv = NULL;
 }
 
+/*
+ * block/<shape>/ lists every block of that shape (entry 2k: block k in
+ * row-major order, 2k + 1: its .npy), so what find and ls -R see is
+ * exactly what opens; the edge blocks among them are partial.
+ */
+static int list_blocks(const struct ndv *dv, const struct nd_layout *L, uint64_t off,
+		       gs_vfill fill, void *arg)
+{
+	struct ndv v;
+	uint64_t nb[ND_MAXD], total = 1;
+	uint32_t n;
+	char name[ND_MAXD * 21 + 8];
+
+	memset(&v, 0, sizeof(v));
+	v.vndims = dv->vndims;
+	memcpy(v.vshape, dv->vndims ? dv->vshape : L->shape, sizeof(v.vshape));
+	n = ctx_ndims(&v, L);
+	for (uint32_t i = 0; i < n; i++) {
+		nb[i] = (v.vshape[i] + dv->sub[i] - 1) / dv->sub[i];
+		total *= nb[i];		/* <= the context's elements */
+	}
+	for (uint64_t e = off; e < 2 * total; e++) {
+		uint64_t id = e / 2, c[ND_MAXD];
+		int k = 0;
+
+		for (uint32_t i = n; i-- > 0;) {
+			c[i] = id % nb[i];
+			id /= nb[i];
+		}
+		for (uint32_t i = 0; i < n; i++)
+			k += snprintf(name + k, sizeof(name) - k, "%s%" PRIu64, i ? "," : "", c[i]);
+		if (e & 1)
+			snprintf(name + k, sizeof(name) - k, ".npy");
+		if (fill(arg, name, S_IFREG | 0644, e + 1))
+			break;
+	}
+	return 0;
+}
+
 static int nd_readdir(struct gs_fuse *gf, const struct gs_vdir *dir, uint64_t off, gs_vfill fill,
 		      void *arg)
 {
@@ -336,6 +407,8 @@ static int nd_readdir(struct gs_fuse *gf, const struct gs_vdir *dir, uint64_t of
 		if (k)
 			fill(arg, name, S_IFDIR | 0555, 1);
 		return 0;
+	} else if (kind == K_BLOCKSHAPE) {
+		return list_blocks(dir->vn->priv, &L, off, fill, arg);
 	}
 	for (size_t i = first + off; i < n; i++)
 		if (fill(arg, top[i].name, top[i].mode, i - first + 1))

@@ -176,6 +176,21 @@ int nd_fs_super(struct gs_fs *fs, uint64_t ino, struct gs_nd_params *p, struct n
 	return nd_sb_decode(&d, p, x);
 }
 
+int gs_nd_stat(struct gs_fs *fs, uint64_t ino, struct gs_nd_params *p)
+{
+	struct nd_layout L;
+	struct nd_sbx x;
+	int ret = nd_fs_super(fs, ino, p, &x);
+
+	if (ret)
+		return ret;
+	/* what the caller computes with must be what an open would accept */
+	if (nd_layout_init(&L, p))
+		return -EIO;
+	p->elem_size = L.esize;
+	return 0;
+}
+
 /* A space's block cache gets the mount's cache budget (-o cache=), at least ND_MIN_CACHE. */
 static size_t nd_cache_budget(struct gs_fs *fs)
 {

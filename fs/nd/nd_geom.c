@@ -181,6 +181,13 @@ int nd_parse_coords(const char *s, uint32_t n, uint64_t *v)
 	return *s ? -EINVAL : 0;
 }
 
+int gs_nd_parse_coords(const char *s, uint32_t ndims, uint64_t *coord)
+{
+	if (!s || ndims < 1 || ndims > ND_MAXD)
+		return -EINVAL;
+	return nd_parse_coords(s, ndims, coord);
+}
+
 /* One slice entry "a", "a:b", "a:b:s", ":", "a:", ":b", "::s" for a dimension of @dim. */
 static int parse_range(const char **sp, uint64_t dim, uint64_t *start, uint64_t *count,
 		       uint64_t *stride, bool *bare)
@@ -286,6 +293,11 @@ int gs_nd_parse_slice(const char *s, uint32_t ndims, const uint64_t *shape, uint
 	return 0;
 }
 
+/*
+ * A block request larger than the space along a dimension is not an error:
+ * like the edge blocks (and like HDF5 and Zarr chunks), it is clipped, so
+ * the one block there holds the whole dimension.
+ */
 int nd_block_slab(uint32_t n, const uint64_t *shape, const uint64_t *sub, const uint64_t *coord,
 		  struct nd_slab *sl)
 {
@@ -293,7 +305,7 @@ int nd_block_slab(uint32_t n, const uint64_t *shape, const uint64_t *sub, const 
 	for (uint32_t i = 0; i < n; i++) {
 		uint64_t a;
 
-		if (sub[i] == 0 || sub[i] > shape[i])
+		if (sub[i] == 0)
 			return -EINVAL;
 		if (__builtin_mul_overflow(coord[i], sub[i], &a) || a >= shape[i])
 			return -ERANGE;
@@ -301,6 +313,22 @@ int nd_block_slab(uint32_t n, const uint64_t *shape, const uint64_t *sub, const 
 		sl->count[i] = shape[i] - a < sub[i] ? shape[i] - a : sub[i];
 		sl->stride[i] = 1;
 	}
+	return 0;
+}
+
+int gs_nd_block_slab(uint32_t ndims, const uint64_t *shape, const uint64_t *subdim,
+		     const uint64_t *coord, uint64_t *start, uint64_t *count)
+{
+	struct nd_slab sl;
+	int ret;
+
+	if (ndims < 1 || ndims > ND_MAXD)
+		return -EINVAL;
+	ret = nd_block_slab(ndims, shape, subdim, coord, &sl);
+	if (ret)
+		return ret;
+	memcpy(start, sl.start, ndims * sizeof(*start));
+	memcpy(count, sl.count, ndims * sizeof(*count));
 	return 0;
 }
 

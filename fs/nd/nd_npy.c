@@ -23,7 +23,7 @@ int gs_nd_npy_header(char *buf, size_t size, uint32_t dtype, uint32_t esize, uin
 	char dict[320], descr[16];
 	int n, total;
 
-	if (ndims < 1 || ndims > ND_MAXD)
+	if (ndims > ND_MAXD)
 		return -EINVAL;
 	nd_dtype_descr(dtype, esize, descr);
 	n = snprintf(dict, sizeof(dict), "{'descr': '%s', 'fortran_order': False, 'shape': (",
@@ -35,10 +35,12 @@ int gs_nd_npy_header(char *buf, size_t size, uint32_t dtype, uint32_t esize, uin
 	if (ndims > 1)
 		n--;
 	n += snprintf(dict + n, sizeof(dict) - n, "), }");
-	/* numpy leaves room for the first axis to grow to 21 digits, then pads
-	 * (always, by 1..64 bytes) to the alignment; do the same, byte for byte */
-	n += snprintf(dict + n, sizeof(dict) - n, "%*s",
-		      21 - snprintf(NULL, 0, "%llu", (unsigned long long)shape[0]), "");
+	/* numpy leaves room for the first axis to grow to 21 digits (a 0-d
+	 * array, shape (), has none), then pads (always, by 1..64 bytes) to the
+	 * alignment; do the same, byte for byte */
+	if (ndims)
+		n += snprintf(dict + n, sizeof(dict) - n, "%*s",
+			      21 - snprintf(NULL, 0, "%llu", (unsigned long long)shape[0]), "");
 	total = 10 + n + 1;
 	total += NPY_ALIGN - total % NPY_ALIGN;
 	if ((size_t)total > size)

@@ -6,6 +6,7 @@
     nd_check.py MNT STATE views         3-D producer, 2-D tile and 1-D row consumers
     nd_check.py MNT STATE sparse        a 1 TiB space with one block written
     nd_check.py MNT STATE errors        EINVAL / ERANGE / EFBIG, nothing written
+    nd_check.py MNT STATE tree          find / ls -R of a space, every file against numpy
 
 STATE is a directory for the references (an .npz per space).  Exit 0 = pass,
 1 = fail (with the reason on stderr).  Used by tests/integration/nd_fuse.sh.
@@ -97,7 +98,8 @@ def rand_slice(rng, shape, strided=True):
 
 
 def rand_block(rng, shape):
-    sub = [rng.randint(1, d) if rng.random() < 0.8 else 1 for d in shape]
+    # sides past the dimension too: such a block is partial, like an edge block
+    sub = [rng.randint(1, d + d // 4 + 1) if rng.random() < 0.8 else 1 for d in shape]
     coord = [rng.randrange((d + s - 1) // s) for d, s in zip(shape, sub)]
     idx = tuple(slice(c * s, min((c + 1) * s, d)) for c, s, d in zip(coord, sub, shape))
     return idx, "%s/%s" % (shape_str(sub), shape_str(coord, ","))
@@ -140,9 +142,7 @@ def ops(rng, d, ref, nops):
         sfx = ".npy" if npy else ""
         if op == 0:          # read a slice
             idx, name = rand_slice(rng, ref.shape)
-            want = np.asarray(ref[idx])
-            if want.ndim == 0:
-                want = want.reshape(1)
+            want = np.asarray(ref[idx])     # all bare indices: 0-d, shape ()
             check_read(os.path.join(d, "slice", name + sfx), want, npy, "slice/" + name)
         elif op == 1:        # read an NDS block
             idx, name = rand_block(rng, ref.shape)
@@ -157,8 +157,6 @@ def ops(rng, d, ref, nops):
             elif k == 1:
                 idx, name = rand_slice(rng, vs)
                 want = np.asarray(view[idx])
-                if want.ndim == 0:
-                    want = want.reshape(1)
                 check_read(os.path.join(base, "slice", name + sfx), want, npy,
                            "as/%s/slice/%s" % (vs, name))
             else:
@@ -323,12 +321,14 @@ def cmd_errors(mnt, state):
     ref = np.arange(200, dtype="<i2").reshape(10, 20)
     write_file(os.path.join(d, "data"), ref.tobytes())
     bad = ["slice/0:11", "slice/10", "slice/5:5", "slice/1,2,3", "slice/a:b", "slice/-1",
-           "block/4x4/3,0", "block/4x4/0", "block/11x4/0,0", "block/4x4x4/0,0,0",
+           "block/4x4/3,0", "block/4x4/0", "block/11x4/1,0", "block/4x4x4/0,0,0",
            "block/0x4/0,0", "as/3x7/data", "as/0/data", "slice/0:99999999999999999999999",
            "nope"]
     codes = {"slice/0:11": errno.ERANGE, "slice/10": errno.ERANGE, "block/4x4/3,0": errno.ERANGE,
-             "block/11x4/0,0": errno.ERANGE, "slice/0:99999999999999999999999": errno.ERANGE,
+             "block/11x4/1,0": errno.ERANGE, "slice/0:99999999999999999999999": errno.ERANGE,
              "nope": errno.ENOENT}
+    # a block side past the space's is a partial block, not an error (HDF5, Zarr)
+    check_read(os.path.join(d, "block/11x4/0,0.npy"), ref[0:10, 0:4], True, "block/11x4/0,0")
     for b in bad:
         expect_err(lambda: read_file(os.path.join(d, b)), codes.get(b, errno.EINVAL), b)
     # writes past a file's end and .npy headers that differ: nothing written
@@ -349,6 +349,60 @@ def cmd_errors(mnt, state):
     sys.stdout.write("ok: malformed names and writes fail cleanly\n")
 
 
+def block_ref(ref, sub, coord):
+    return ref[tuple(slice(c * s, min((c + 1) * s, d))
+                     for c, s, d in zip(coord, sub, ref.shape))]
+
+
+def cmd_tree(mnt, state):
+    """Everything find / ls -R list under a space opens and holds numpy's bytes."""
+    import subprocess
+    rng = random.Random(7)
+    d = mkspace(mnt, "tree", (60, 70, 80), "f32")
+    ref = rand_array(rng, "<f4", (60, 70, 80))
+    write_file(os.path.join(d, "data"), ref.tobytes())
+    for tool in (["find", d], ["ls", "-R", d]):
+        r = subprocess.run(tool, capture_output=True)
+        if r.returncode != 0:
+            fail("%s: exit %d: %s" % (" ".join(tool), r.returncode, r.stderr.decode()[:300]))
+    shapes, files = os.listdir(os.path.join(d, "block")), 0
+    if not shapes:
+        fail("block/ lists no block shape")
+    for top, dirs, names in os.walk(d):
+        rel = os.path.relpath(top, d).split(os.sep)
+        for n in names:
+            p, npy = os.path.join(top, n), n.endswith(".npy")
+            base = n[:-4] if npy else n
+            if rel == ["."]:
+                if base == "info":
+                    read_file(p)
+                    continue
+                want = ref
+            elif rel[0] == "block" and len(rel) == 2:
+                sub = [int(x) for x in rel[1].split("x")]
+                want = block_ref(ref, sub, [int(x) for x in base.split(",")])
+            else:
+                fail("unexpected file %s" % p)
+            check_read(p, want, npy, os.path.relpath(p, d))
+            files += 1
+    # the listed block shape is the building block: its edge blocks are partial
+    sub = [int(x) for x in shapes[0].split("x")]
+    nblocks = np.prod([(n + s - 1) // s for n, s in zip(ref.shape, sub)])
+    if files != 2 + 2 * nblocks:
+        fail("%d files, want %d" % (files, 2 + 2 * nblocks))
+    # numpy's a[991, 198] is a 0-d array: slice/991,198.npy has shape ()
+    d2 = mkspace(mnt, "scalar", (1000, 200), "f32")
+    ref2 = rand_array(rng, "<f4", (1000, 200))
+    write_file(os.path.join(d2, "data"), ref2.tobytes())
+    got = np.load(os.path.join(d2, "slice", "991,198.npy"))
+    if got.shape != () or got.tobytes() != ref2[991, 198].tobytes():
+        fail("slice/991,198.npy: shape %s value %r, want () %r" % (got.shape, got, ref2[991, 198]))
+    np.save(os.path.join(d2, "slice", "991,198.npy"), np.float32(2.5))
+    if np.load(os.path.join(d2, "data.npy"))[991, 198] != np.float32(2.5):
+        fail("np.save of a 0-d array into slice/991,198.npy")
+    sys.stdout.write("ok: find / ls -R of a space: %d files, each as numpy reads it\n" % files)
+
+
 def main():
     mnt, state, cmd = sys.argv[1], sys.argv[2], sys.argv[3]
     if cmd == "create":
@@ -361,6 +415,8 @@ def main():
         cmd_sparse(mnt, state)
     elif cmd == "errors":
         cmd_errors(mnt, state)
+    elif cmd == "tree":
+        cmd_tree(mnt, state)
     else:
         fail("unknown command " + cmd)
 

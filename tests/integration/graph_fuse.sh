@@ -56,6 +56,20 @@ PY
 [[ -e $D/v$nv ]] && fail "v$nv exists past the vertices"
 [[ -e $D/v12x ]] && fail "v12x exists"
 ls "$D" | grep -q '^v' && fail "v<ID> directories are listed"
+# gstore(5) and gstore(7): no such vertex ENOENT, malformed EINVAL, too large ERANGE
+$PY - "$D" "$nv" <<'PY' || fail "v<ID> lookups fail with the documented errno"
+import errno, os, sys
+d, nv = sys.argv[1], int(sys.argv[2])
+for name, want in (("v%d" % nv, errno.ENOENT), ("v%d" % (nv + 1000), errno.ENOENT),
+                   ("vx", errno.ENOENT), ("v12x", errno.EINVAL), ("v007", errno.EINVAL),
+                   ("v99999999999999999999999", errno.ERANGE)):
+    try:
+        os.stat(os.path.join(d, name))
+    except OSError as e:
+        assert e.errno == want, (name, e.errno, want)
+        continue
+    raise SystemExit("%s exists" % name)
+PY
 ok "v<ID>/neighbors, neighbors.txt, weights, degree, in_neighbors; ENOENT past |V|"
 
 # updates: all or nothing per write, visible at once

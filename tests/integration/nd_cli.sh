@@ -33,6 +33,7 @@ nd export b - --image "$IMG" | cmp -s - "$T/b.raw" || fail "export raw to stdout
 nd export a "$T/s.npy" --npy --slice 5:50:3,7,1: --image "$IMG" || fail "export slice"
 nd export a "$T/v.npy" --npy --as 600x300 --slice 100:130,10:290 --image "$IMG" || fail "export view"
 nd export a "$T/x" --slice 0:301 --image "$IMG" 2>/dev/null && fail "slice out of range"
+nd export a "$T/e.npy" --npy --slice 299,199,2 --image "$IMG" || fail "export an element"
 "$PY" - "$T" <<'PY' || fail "exports vs numpy"
 import sys, numpy as np
 t = sys.argv[1]
@@ -42,6 +43,8 @@ v = np.load(t + "/v.npy")
 assert s.dtype == a.dtype and s.shape == a[5:50:3, 7, 1:].shape, s.shape
 assert (s == a[5:50:3, 7, 1:]).all()
 assert (v == a.reshape(600, 300)[100:130, 10:290]).all()
+e = np.load(t + "/e.npy")
+assert e.shape == () and e == a[299, 199, 2], (e.shape, e)
 PY
 ok "image: import, info, export"
 

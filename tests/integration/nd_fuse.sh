@@ -5,7 +5,9 @@
 # random slices / NDS blocks / views read and written (raw and .npy), .npy
 # files loaded by numpy with the right dtype and shape, everything again after
 # a remount, a 3-D producer read by 2-D tile and 1-D row consumers, a sparse
-# 1 TiB space, and malformed requests failing with nothing written.
+# 1 TiB space, malformed requests failing with nothing written, and find /
+# ls -R of a space whose listed building blocks are partial at the edges
+# (every listed file opens and reads numpy's bytes; numpy's 0-d slices).
 # timeout: 300
 . "$(dirname "$0")/../helpers/gsmount.sh"
 "$PY" -c 'import numpy' 2>/dev/null || skip "python3-numpy is not installed"
@@ -19,6 +21,7 @@ $CHECK "$MNT" "$STATE" create "${ND_SEED:-1}" || fail "random spaces (ND_SEED=${
 $CHECK "$MNT" "$STATE" views || fail "producer/consumer views"
 $CHECK "$MNT" "$STATE" sparse || fail "sparse space"
 $CHECK "$MNT" "$STATE" errors || fail "errors"
+$CHECK "$MNT" "$STATE" tree || fail "find / ls -R of a space"
 gs_umount
 
 gs_mount -o cache=64M

@@ -41,7 +41,22 @@ static void test_write(void **state)
 		assert_int_equal(h[n - 1], '\n');
 	}
 	assert_int_equal(gs_nd_npy_header(h, 100, GS_ND_F64, 8, 2, want[0].shape), -ENOSPC);
-	assert_int_equal(gs_nd_npy_header(h, 256, GS_ND_F64, 8, 0, want[0].shape), -EINVAL);
+	assert_int_equal(gs_nd_npy_header(h, 256, GS_ND_F64, 8, 9, want[0].shape), -EINVAL);
+}
+
+/* A 0-d array (numpy's a[i, j] of a 2-d a): np.save(f, np.float32(3.5)) */
+static void test_write_scalar(void **state)
+{
+	static const char dict[] = "{'descr': '<f4', 'fortran_order': False, 'shape': (), }";
+	char h[256];
+	int n = gs_nd_npy_header(h, sizeof(h), GS_ND_F32, 4, 0, NULL);
+
+	assert_int_equal(n, 128);
+	assert_memory_equal(h, "\x93NUMPY\x01\x00v\x00", 10);
+	assert_memory_equal(h + 10, dict, sizeof(dict) - 1);
+	for (int j = 10 + sizeof(dict) - 1; j < n - 1; j++)
+		assert_int_equal(h[j], ' ');
+	assert_int_equal(h[n - 1], '\n');
 }
 
 static void test_roundtrip(void **state)
@@ -128,6 +143,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_write),
+		cmocka_unit_test(test_write_scalar),
 		cmocka_unit_test(test_roundtrip),
 		cmocka_unit_test(test_parse),
 	};
