@@ -31,7 +31,7 @@
 
 struct conf {
 	char *image;
-	char *cache, *line, *fault, *backend;
+	char *cache, *line, *fault, *backend, *devices;
 	unsigned pollers, qd, threads, readahead;
 	double timeout;
 	int ro, buffered, nonopts, helper;
@@ -50,6 +50,7 @@ static const struct fuse_opt gs_opts[] = {
 	OPT("timeout=%lf", timeout, 0),
 	OPT("fault=%s", fault, 0),
 	OPT("backend=%s", backend, 0),
+	OPT("devices=%s", devices, 0),
 	OPT("buffered", buffered, 1),
 	FUSE_OPT_KEY("ro", KEY_RO),
 	FUSE_OPT_KEY("rw", KEY_KEEP),
@@ -90,6 +91,7 @@ static void usage(FILE *f)
 		"  -o buffered        no O_DIRECT on the image (images on tmpfs)\n"
 		"  -o fault=SPEC      I/O fault injection for tests (gs_q_fault(3))\n"
 		"  -o backend=NAME    uring, nvme or uring-passthru (default: by device path)\n"
+		"  -o devices=D1:D2   the members of a pool (default: as recorded on IMAGE)\n"
 		"\n"
 		"Always: default_permissions,nosuid,nodev (+allow_other when run by root).\n"
 		"  -f                 foreground      -d  debug (implies -f)\n"
@@ -255,6 +257,16 @@ static int parse_conf(struct conf *c, struct gs_fs_opts *fo)
 	fo->pollers = c->pollers;
 	fo->queue_depth = c->qd;
 	fo->fault = c->fault;
+	if (c->devices) {
+		/* a pool's members, in any order (btrfs's device=): backend "pool:D1:D2..." */
+		char *b = malloc(strlen(c->devices) + 6);
+
+		if (!b)
+			return -1;
+		sprintf(b, "pool:%s", c->devices);
+		free(c->backend);
+		c->backend = b;
+	}
 	fo->backend = c->backend;
 	fo->flags = (c->ro ? GS_FS_RDONLY : 0) | (c->buffered ? GS_FS_BUFFERED : 0);
 	return 0;
@@ -428,6 +440,7 @@ free_args:
 	free(c.line);
 	free(c.fault);
 	free(c.backend);
+	free(c.devices);
 	fuse_opt_free_args(&args);
 	return ret ? 1 : 0;
 }

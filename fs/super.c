@@ -534,6 +534,12 @@ int gs_fs_info_text(struct gs_fs *fs, char *buf, size_t size)
 		     GS_FORMAT_VERSION, uuid, label, fs->path, fs->bs, sf.blocks, sf.bfree,
 		     sf.files, sf.ffree, fs->l.journal_blocks, fs->rdonly,
 		     (state & GS_STATE_ERRORS) || fs->error ? 1 : 0, ld32(fs->sb.mount_count));
+	/* a pool's layout, stripe unit and members (nothing for one device) */
+	if (n >= 0 && (size_t)n < size) {
+		int p = gs_q_pool_info(fs->q, buf + n, size - (size_t)n);
+
+		n = p < 0 ? p : n + p;
+	}
 	return n < 0 ? -EINVAL : n;
 }
 

@@ -67,6 +67,7 @@ struct gs_backend_ops {
 
 extern const struct gs_backend_ops gs_backend_uring;
 extern const struct gs_backend_ops gs_backend_fault;	/* wraps another backend */
+extern const struct gs_backend_ops gs_backend_pool;	/* member devices, gpuq/pool.c */
 
 /* Look a backend up by name; NULL if unknown. */
 const struct gs_backend_ops *gs_backend_find(const char *name);

@@ -10,6 +10,7 @@ static const struct gs_backend_ops *const backends[] = {
 	&gs_backend_fault,
 	&gs_backend_nvme,
 	&gs_backend_uring_passthru,
+	&gs_backend_pool,
 };
 
 /*
@@ -34,8 +35,12 @@ const struct gs_backend_ops *gs_backend_find(const char *name)
 {
 	size_t i;
 
-	for (i = 0; i < sizeof(backends) / sizeof(backends[0]); i++)
-		if (!strcmp(backends[i]->name, name))
+	/* "NAME:ARGS" (pool:DEV1:DEV2...) finds NAME */
+	for (i = 0; i < sizeof(backends) / sizeof(backends[0]); i++) {
+		size_t l = strlen(backends[i]->name);
+
+		if (!strncmp(backends[i]->name, name, l) && (!name[l] || name[l] == ':'))
 			return backends[i];
+	}
 	return NULL;
 }

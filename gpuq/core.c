@@ -166,6 +166,11 @@ static const struct gs_backend_ops *pick_backend(const struct gs_q_params *p, in
 {
 	const char *name = gs_backend_name(p);
 
+	/* a pool wraps each member in the fault backend itself (gs_pool_fault) */
+	if (!strncmp(name, "pool", 4) || (!p->backend && gs_pool_is_member(p->path))) {
+		*is_fault = p->fault != NULL;
+		return &gs_backend_pool;
+	}
 	*is_fault = p->fault || !strncmp(name, "fault", 5);
 	if (*is_fault)
 		return &gs_backend_fault;
@@ -603,6 +608,8 @@ int gs_q_fault(struct gs_q *q, const char *spec)
 		return -EINVAL;
 	if (!q->is_fault)
 		return -EOPNOTSUPP;
+	if (q->ops == &gs_backend_pool)
+		return gs_pool_fault(q->bd, spec);
 	return gs_fault_set(q->bd, spec);
 }
 

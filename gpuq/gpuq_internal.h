@@ -177,4 +177,7 @@ int gs_futex_wait(uint32_t *word, uint32_t val, int shared, int64_t timeout_ns);
 /* fault.c */
 int gs_fault_set(struct gs_bdev *bd, const char *spec);
 
+/* pool.c: gs_q_fault() of a pool ("mK:SPEC" for member K, else all) */
+int gs_pool_fault(struct gs_bdev *bd, const char *spec);
+
 #endif /* GS_GPUQ_INTERNAL_H */

@@ -178,6 +178,40 @@ void gs_q_get_stats(struct gs_q *q, struct gs_q_stats *st);
  */
 int gs_q_fault(struct gs_q *q, const char *spec);
 
+
+/*
+ * ---- pools: one queue over several member devices (gs_pool(3)) ----
+ *
+ * A queue opened on a pool member (found by its member superblock), or with
+ * backend "pool" or "pool:DEV1:DEV2:...", serves the pool's logical device:
+ * requests keep their (logical) offsets and are split at stripe units and
+ * routed to per-member queues, each with its own pollers.  Members that
+ * fail are left out (degraded mode) and named in the log and the status.
+ */
+struct gs_pool_opts {
+	const char *layout;	/* "stripe" (default), "mirror", "stripe+mirror" */
+	uint32_t stripe_unit;	/* bytes, power of two >= 4096 (0: 64 KiB) */
+	uint64_t zone_bytes;	/* mirrored zone at logical 0 (0: automatic) */
+	uint64_t member_bytes;	/* bytes used per member (0: the smallest member) */
+	uint32_t flags;		/* GS_Q_BUFFERED */
+};
+/* Write member superblocks on @n devices (any previous content is lost). */
+int gs_pool_create(const char *const *paths, unsigned n, const struct gs_pool_opts *o);
+/* 1 if @path starts with a pool member superblock (valid or not), else 0. */
+int gs_pool_is_member(const char *path);
+/* Pool status as "key: value" lines (0 bytes when @q is not a pool); like snprintf. */
+int gs_q_pool_info(struct gs_q *q, char *buf, size_t size);
+/* Member index of @path in the pool (by path or its hint), or -ENOENT. */
+int gs_q_pool_member(struct gs_q *q, const char *path);
+typedef void (*gs_pool_progress)(void *arg, uint64_t done, uint64_t total);
+/* Put @newpath in member @index's place and rebuild its contents from the
+ * other members (or from the old member while it still reads). */
+int gs_q_pool_replace(struct gs_q *q, unsigned index, const char *newpath,
+		      gs_pool_progress progress, void *arg);
+/* Compare every copy of every mirrored chunk byte for byte; returns the
+ * number of chunks whose copies differ (>= 0) or -errno. */
+int64_t gs_q_pool_verify(struct gs_q *q, gs_pool_progress progress, void *arg);
+
 #ifdef __cplusplus
 }
 #endif

@@ -248,4 +248,67 @@ struct gs_djcommit {
 };
 _Static_assert(sizeof(struct gs_djcommit) == 64, "gs_djcommit is 64 bytes");
 
+
+/* ---- pools: one store over several member devices ---- */
+
+/*
+ * A pool member (image file, block device, NVMe namespace) starts with a
+ * member superblock at byte 0 and an identical copy at byte 4096 (written
+ * after the primary is durable).  The store the fs core sees is the pool's
+ * logical device: a mirrored zone at logical 0 (the fs superblocks, bitmaps,
+ * inode table and journal live there: zone_bytes covers them), then the data
+ * area.  Both are cut into stripe units; logical chunk c of an area with
+ * `copies` copies is stored in slots c * copies + k (k < copies), slot s on
+ * member s % nmembers, row s / nmembers, at member byte
+ * area_off + row * stripe_unit.  The zone starts at data_off on every
+ * member, the data area right after the zone's rows.  A single-device store
+ * has no member superblock and is read as before (its first block is the
+ * fs superblock, whose magic differs).
+ */
+#define GS_POOL_MAGIC		0x626d6c6f6f707367ULL	/* "gspoolmb" read as le64 */
+#define GS_POOL_VERSION		1u
+#define GS_POOL_SB_SIZE		4096u			/* bytes covered by the crc */
+#define GS_POOL_SB_COPY		4096u			/* byte offset of the copy */
+#define GS_POOL_DATA_OFF	(1u << 20)		/* default data_off */
+#define GS_POOL_MAX_MEMBERS	24u
+#define GS_POOL_PATH_MAX	152u			/* bytes per path hint, NUL padded */
+
+/* gs_dpool_member.layout */
+enum {
+	GS_POOL_STRIPE = 1,		/* data: one copy; the zone: two (n >= 2) */
+	GS_POOL_MIRROR = 2,		/* everything on every member */
+	GS_POOL_STRIPE_MIRROR = 3,	/* everything in two copies, striped */
+};
+
+/* gs_dpool_member.feature_incompat: an unknown bit refuses the pool */
+#define GS_POOL_FEAT_INCOMPAT_ZONE	(1u << 0)	/* mirrored zone (always set) */
+#define GS_POOL_FEAT_INCOMPAT_SUPP	GS_POOL_FEAT_INCOMPAT_ZONE
+
+struct gs_dpool_member {
+	__le64 magic;
+	__le32 crc;			/* crc32c of the 4096 bytes with crc = 0 */
+	__le32 version;
+	__le32 feature_incompat;
+	__le32 layout;			/* GS_POOL_* */
+	__le32 nmembers;		/* 1 .. GS_POOL_MAX_MEMBERS */
+	__le32 index;			/* this member's slot number */
+	__le32 stripe_unit;		/* bytes, power of two, >= 4096 */
+	__le32 copies;			/* data area copies */
+	__le32 zone_copies;		/* mirrored zone copies */
+	__le32 rsvd0;
+	__le64 zone_bytes;		/* logical bytes of the zone (stripe units) */
+	__le64 data_bytes;		/* logical bytes of the data area */
+	__le64 data_off;		/* member byte where the zone's rows start */
+	__le64 member_bytes;		/* bytes used on each member */
+	__le64 events;			/* bumped whenever `failed` changes */
+	__le64 failed;			/* bit per member known failed (stale) */
+	__le64 ctime;			/* seconds since the epoch */
+	__u8 pool_uuid[16];		/* the same on every member */
+	__u8 member_uuid[16];		/* this member's own */
+	__le64 rsvd[39];
+	/* where each member was at mkfs/replace (hints; devices= overrides) */
+	char paths[GS_POOL_MAX_MEMBERS][GS_POOL_PATH_MAX];
+};
+_Static_assert(sizeof(struct gs_dpool_member) == GS_POOL_SB_SIZE, "member sb is 4096 bytes");
+
 #endif /* GSTORE_FORMAT_H */

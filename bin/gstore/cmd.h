@@ -16,8 +16,9 @@
 
 /*     name    usage (after "gstore ")                                    summary */
 #define GS_COMMANDS(X)								\
-	X(mkfs, "mkfs IMAGE|DEVICE [--size SIZE] [--block-size N] [--label L] [--backend B] [--force]", \
-	  "format an image file (created if missing) or a device")		\
+	X(mkfs, "mkfs IMAGE|DEVICE... [--size SIZE] [--block-size N] [--label L] [--backend B] [--force]\n" \
+	  "       [--layout stripe|mirror|stripe+mirror] [--stripe-unit N]",	\
+	  "format an image file (created if missing), a device, or a pool of them") \
 	X(fsck, "fsck [-n|-y|-p] [-f] [-v] IMAGE|DEVICE",			\
 	  "check and repair an unmounted filesystem (exit codes as e2fsck)")	\
 	X(stat, "stat IMAGE|DEVICE|MOUNTPOINT",				\
@@ -31,12 +32,21 @@
 	  "query, update, merge graph/NAME; run graph apps (also on the CSR baseline)") \
 	X(nd, "nd create|info|import|export NAME [FILE|OUT] [--image IMG | --mount MNT] [--shape S --dtype T] [--bb B] [--raw] [--npy] [--slice A:B,...] [--as SHAPE]", \
 	  "N-D spaces nd/NAME: create, show, import/export .npy or raw")	\
+	X(pool, "pool status DEV|MOUNTPOINT [--devices D1:D2:...]\n"		\
+	  "       gstore pool replace OLD NEW [DEV] [--devices D1:D2:...]",	\
+	  "show a pool's members and state; rebuild a member onto a new device") \
 	X(nvme, "nvme list | bind PCI | unbind PCI | info /dev/gstore-nvmeN|PCI", \
 	  "hand NVMe controllers to gstore_nvme.ko and back; show what it reports")
 
 #define GS_CMD_DECLARE(name, usage, summary) int cmd_##name(int argc, char **argv);
 GS_COMMANDS(GS_CMD_DECLARE)
 #undef GS_CMD_DECLARE
+/* pool.c: `gstore mkfs` of several devices; fsck's mirror comparison (>0: differences) */
+struct gs_pool_opts;
+struct gs_mkfs_opts;
+int pool_mkfs(const char *const *devs, unsigned n, struct gs_pool_opts *po,
+	      struct gs_mkfs_opts *o);
+int pool_check_mirrors(const char *path, unsigned *lines);
 /* `gstore import graph ...` (graph.c); cmd_import hands it over */
 int cmd_import_graph(int argc, char **argv);
 

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "gstore_fs.h"
+#include "gstore_q.h"
 #include "bin/gstore/cmd.h"
 #include "bin/opts.h"
 
@@ -53,9 +54,13 @@ int cmd_mkfs(int argc, char **argv)
 		{ "journal-blocks", required_argument, NULL, 'J' },
 		{ "force", no_argument, NULL, 'f' },
 		{ "backend", required_argument, NULL, 'B' },
+		{ "layout", required_argument, NULL, 'y' },
+		{ "stripe-unit", required_argument, NULL, 'u' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
+	struct gs_pool_opts po = { 0 };
+	int pool = 0;
 	struct gs_mkfs_opts o = { 0 };
 	uint64_t v, size = 0;
 	const char *path;
@@ -91,12 +96,30 @@ int cmd_mkfs(int argc, char **argv)
 		case 'B':
 			o.backend = optarg;
 			break;
+		case 'y':
+			po.layout = optarg;
+			pool = 1;
+			break;
+		case 'u':
+			if (gs_parse_size(optarg, &v) || v < 4096 || v > (16u << 20) || (v & (v - 1)))
+				return gs_fail(2, "bad stripe unit '%s' (4K..16M, a power of two)",
+					       optarg);
+			po.stripe_unit = (uint32_t)v;
+			pool = 1;
+			break;
 		case 'h':
 			gs_usage("mkfs");
 			return 0;
 		default:
 			return gs_usage("mkfs");
 		}
+	}
+	if (optind < argc - 1 || (pool && optind == argc - 1)) {
+		for (c = optind; c < argc; c++)
+			if (prepare_image(argv[c], size, o.force) < 0)
+				return 1;
+		return pool_mkfs((const char *const *)argv + optind, (unsigned)(argc - optind),
+				 &po, &o);
 	}
 	if (optind != argc - 1)
 		return gs_usage("mkfs");
@@ -184,6 +207,9 @@ int cmd_fsck(int argc, char **argv)
 		gs_fail(0, "fsck %s: %s", path, strerror(-ret));
 		return GS_FSCK_ERROR;
 	}
+	/* a pool: also every mirrored chunk's copies against each other */
+	if (gs_pool_is_member(path) && pool_check_mirrors(path, &lines))
+		ret |= GS_FSCK_UNCORRECTED;
 	if (ret == GS_FSCK_OK && !lines)
 		printf("%s: clean\n", path);
 	else if (ret & GS_FSCK_UNCORRECTED)

@@ -1,0 +1,293 @@
+// SPDX-License-Identifier: MIT
+/*
+ * gstore pool ...: pools of member devices (gs_pool(3)).  Also the pool side
+ * of `gstore mkfs DEV DEV...` and of `gstore fsck` (mirror comparison).
+ */
+#include <endian.h>
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "gstore_fs.h"
+#include "gstore_q.h"
+#include "uapi/gstore_format.h"
+#include "bin/gstore/cmd.h"
+
+/* "pool:D1:D2:..." for gs_q_params.backend / gs_fs_opts.backend */
+static char *pool_backend(const char *const *devs, unsigned n)
+{
+	size_t len = 5;
+	char *s;
+
+	for (unsigned i = 0; i < n; i++)
+		len += strlen(devs[i]) + 1;
+	s = malloc(len + 1);
+	if (!s)
+		return NULL;
+	strcpy(s, "pool");
+	for (unsigned i = 0; i < n; i++) {
+		strcat(s, ":");
+		strcat(s, devs[i]);
+	}
+	return s;
+}
+
+static int open_pool(const char *dev, const char *devices, uint32_t flags, struct gs_q **q)
+{
+	char *be = NULL;
+	struct gs_q_params p = { .path = dev, .flags = flags };
+	int ret;
+
+	if (devices) {
+		be = malloc(strlen(devices) + 6);
+		if (!be)
+			return -ENOMEM;
+		sprintf(be, "pool:%s", devices);
+		p.backend = be;
+	} else if (!gs_pool_is_member(dev)) {
+		return -ENOTBLK;
+	} else {
+		p.backend = "pool";
+	}
+	ret = gs_q_open(q, &p);
+	if (ret == -EINVAL) {
+		p.flags |= GS_Q_BUFFERED;
+		ret = gs_q_open(q, &p);
+	}
+	free(be);
+	return ret;
+}
+
+/* The fs superblock's metadata end (journal end) in bytes, through the pool. */
+static int fs_meta_end(const char *backend, const char *dev, uint64_t *end)
+{
+	struct gs_q_params p = { .backend = backend, .path = dev, .flags = GS_Q_RDONLY };
+	struct gs_dsuper *sb = aligned_alloc(4096, 4096);
+	struct gs_q *q;
+	int ret;
+
+	if (!sb)
+		return -ENOMEM;
+	ret = gs_q_open(&q, &p);
+	if (ret == -EINVAL) {
+		p.flags |= GS_Q_BUFFERED;
+		ret = gs_q_open(&q, &p);
+	}
+	if (!ret) {
+		ssize_t r = gs_q_pread(q, sb, 4096, 0);
+
+		ret = r == 4096 ? 0 : r < 0 ? (int)r : -EIO;
+		gs_q_close(q);
+	}
+	if (!ret)
+		*end = (le64toh(sb->journal_start) + le64toh(sb->journal_blocks)) *
+		       le32toh(sb->block_size);
+	free(sb);
+	return ret;
+}
+
+static uint64_t zone_of(const char *dev)
+{
+	struct gs_dpool_member sb;
+	FILE *f = fopen(dev, "rb");
+	uint64_t z = 0;
+
+	if (f && fread(&sb, sizeof(sb), 1, f) == 1)
+		z = le64toh(sb.zone_bytes);
+	if (f)
+		fclose(f);
+	return z;
+}
+
+int pool_mkfs(const char *const *devs, unsigned n, struct gs_pool_opts *po, struct gs_mkfs_opts *o)
+{
+	char *be = pool_backend(devs, n);
+	uint64_t end = 0, zone;
+	int ret = -ENOMEM, tries;
+
+	if (!be)
+		return gs_fail(1, "out of memory");
+	for (unsigned i = 0; i < n && !o->force; i++) {
+		FILE *f = fopen(devs[i], "rb");
+		uint64_t magic = 0;
+
+		if (f && fread(&magic, sizeof(magic), 1, f) != 1)
+			magic = 0;
+		if (f)
+			fclose(f);
+		if (gs_pool_is_member(devs[i]) || le64toh(magic) == GS_SB_MAGIC) {
+			free(be);
+			return gs_fail(1, "%s holds a gstore %s already; use --force to overwrite",
+				       devs[i], le64toh(magic) == GS_SB_MAGIC ? "filesystem" :
+				       "pool member");
+		}
+	}
+	o->backend = be;
+	o->force = 1;
+	/* the zone must hold the fs's fixed metadata: grow it until it does */
+	for (tries = 0; tries < 6; tries++) {
+		ret = gs_pool_create(devs, n, po);
+		if (ret)
+			break;
+		ret = gs_fs_mkfs(devs[0], o);
+		if (ret)
+			break;
+		ret = fs_meta_end(be, devs[0], &end);
+		zone = zone_of(devs[0]);
+		if (ret || end <= zone)
+			break;
+		po->zone_bytes = end + end / 4;
+	}
+	free(be);
+	if (!ret && end > zone_of(devs[0]))
+		ret = -ENOSPC;
+	if (ret)
+		return gs_fail(1, "mkfs of the pool: %s", strerror(-ret));
+	{
+		struct gs_q *q;
+		char info[8192];
+
+		if (open_pool(devs[0], NULL, GS_Q_RDONLY, &q) == 0) {
+			gs_q_pool_info(q, info, sizeof(info));
+			gs_q_close(q);
+			printf("%s: gstore pool of %u members, block size %u\n%s", devs[0], n,
+			       o->block_size ? o->block_size : 4096, info);
+		}
+	}
+	return 0;
+}
+
+static void show_progress(void *arg, uint64_t done, uint64_t total)
+{
+	gs_progress_add(arg, done - ((struct gs_progress *)arg)->done);
+}
+
+int pool_check_mirrors(const char *path, unsigned *lines)
+{
+	struct gs_progress pr;
+	struct gs_q *q;
+	int64_t bad;
+	int ret;
+
+	ret = open_pool(path, NULL, GS_Q_RDONLY, &q);
+	if (ret)
+		return gs_fail(1, "%s: cannot open the pool: %s", path, strerror(-ret));
+	gs_progress_start(&pr, "mirrors", 0);
+	bad = gs_q_pool_verify(q, show_progress, &pr);
+	gs_progress_end(&pr);
+	gs_q_close(q);
+	if (bad < 0)
+		return gs_fail(1, "%s: comparing mirrors: %s", path, strerror((int)-bad));
+	if (bad) {
+		printf("pool: %lld stripe units differ between their copies\n", (long long)bad);
+		(*lines)++;
+	}
+	return bad ? 1 : 0;
+}
+
+static int status(const char *what, const char *devices)
+{
+	char *mnt = NULL, info[8192], p[4096];
+	struct stat st;
+	struct gs_q *q;
+	int ret;
+
+	if (stat(what, &st) == 0 && S_ISDIR(st.st_mode))
+		mnt = strdup(what);
+	else
+		mnt = gs_find_mount(what);
+	if (mnt) {
+		/* mounted: the daemon's view, from .gstore/info */
+		FILE *f;
+
+		snprintf(p, sizeof(p), "%s/.gstore/info", mnt);
+		free(mnt);
+		f = fopen(p, "r");
+		if (!f)
+			return gs_fail(1, "cannot read %s: %s", p, strerror(errno));
+		while (fgets(info, sizeof(info), f))
+			if (!strncmp(info, "pool", 4) || !strncmp(info, "member", 6))
+				fputs(info, stdout);
+		fclose(f);
+		return 0;
+	}
+	ret = open_pool(what, devices, GS_Q_RDONLY, &q);
+	if (ret == -ENOTBLK)
+		return gs_fail(1, "%s is not a pool member", what);
+	if (ret)
+		return gs_fail(1, "%s: cannot open the pool: %s", what, strerror(-ret));
+	gs_q_pool_info(q, info, sizeof(info));
+	gs_q_close(q);
+	fputs(info, stdout);
+	return 0;
+}
+
+static int replace(const char *old, const char *new, const char *dev, const char *devices)
+{
+	struct gs_progress pr;
+	struct gs_q *q;
+	char *mnt;
+	int ret, idx;
+
+	mnt = gs_find_mount(dev);
+	if (mnt) {
+		gs_fail(1, "%s is mounted at %s: unmount it first (replace is offline for now)",
+			dev, mnt);
+		free(mnt);
+		return 1;
+	}
+	ret = open_pool(dev, devices, 0, &q);
+	if (ret == -ENOTBLK)
+		return gs_fail(1, "%s is not a pool member; name a member with DEV or --devices",
+			       dev);
+	if (ret)
+		return gs_fail(1, "%s: cannot open the pool: %s", dev, strerror(-ret));
+	idx = gs_q_pool_member(q, old);
+	if (idx < 0) {
+		gs_q_close(q);
+		return gs_fail(1, "%s is not a member of this pool", old);
+	}
+	gs_progress_start(&pr, "rebuild", 0);
+	ret = gs_q_pool_replace(q, (unsigned)idx, new, show_progress, &pr);
+	gs_progress_end(&pr);
+	gs_q_close(q);
+	if (ret)
+		return gs_fail(1, "replacing member %d (%s) by %s: %s", idx, old, new,
+			       strerror(-ret));
+	printf("member %d: %s replaced by %s, rebuilt\n", idx, old, new);
+	return 0;
+}
+
+int cmd_pool(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "devices", required_argument, NULL, 'd' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 }
+	};
+	const char *devices = NULL;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "d:h", lo, NULL)) != -1) {
+		switch (c) {
+		case 'd':
+			devices = optarg;
+			break;
+		case 'h':
+			gs_usage("pool");
+			return 0;
+		default:
+			return gs_usage("pool");
+		}
+	}
+	argc -= optind;
+	argv += optind;
+	if (argc == 2 && !strcmp(argv[0], "status"))
+		return status(argv[1], devices);
+	if ((argc == 3 || argc == 4) && !strcmp(argv[0], "replace"))
+		return replace(argv[1], argv[2], argc == 4 ? argv[3] : argv[1], devices);
+	return gs_usage("pool");
+}

@@ -1,0 +1,1279 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The "pool" backend: one logical device over N member devices.
+ *
+ * Each member is a gs_q of its own (its own pollers and backend queue: uring,
+ * passthru, nvme, optionally wrapped by the fault backend), so the members
+ * run in parallel and the pool needs no I/O code of its own.  A pool queue
+ * (one per poller of the pool's gs_q) splits each bio at stripe units into
+ * segments (gpuq/pool.h says where each lives), hands one piece per copy to
+ * the members with gs_q_submit(), and joins the completions: the members'
+ * callbacks only push the piece onto the pool queue's lock-free list and wake
+ * it; everything else (retries on the other copy, joining, failing members)
+ * happens on the pool poller that owns the bio.
+ *
+ * Failure: a member piece that fails with a device error marks the member
+ * failed (the pool is degraded from then on): reads go to another copy,
+ * writes count as done when one copy landed, a chunk with no copy left gets
+ * the error and the log names the member.  The failed set is written to the
+ * surviving members' superblocks (events + 1) before the piece completes, so
+ * a member that comes back is never read as if it were current; it comes
+ * back only through gs_q_pool_replace().
+ */
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gpuq/gpuq_internal.h"
+#include "gpuq/pool.h"
+#include "gs_log.h"
+#include "lib/crc32c.h"
+#include "uapi/gstore_format.h"
+
+#define POOL_MAX_IO	(64u << 20)
+#define LOG_LIMIT	16	/* "no copy left" messages per member */
+
+enum { M_OK, M_FAILED };
+
+struct member {
+	struct gs_q *q;		/* NULL: missing */
+	char path[GS_POOL_PATH_MAX + 1];
+	uint32_t state;		/* M_*; shared: atomic */
+	uint64_t errors;	/* shared: relaxed */
+	uint32_t logged;	/* shared: relaxed */
+};
+
+struct gs_bdev {
+	struct gs_pool_geo geo;
+	struct gs_dpool_member sb;	/* the newest member superblock (bd->lock) */
+	uint32_t layout;
+	uint32_t rdonly;
+	uint64_t failed;		/* shared: bit per failed member */
+	struct gs_q_geom geom;
+	pthread_mutex_t lock;		/* superblock updates, replace */
+	uint64_t rebuild_done, rebuild_total;	/* shared: progress of a replace */
+	int rebuilding;			/* shared: member being rebuilt, -1: none */
+	struct gs_q *rq;		/* its new device while it is */
+	int rb_err;			/* shared: a write to rq failed */
+	struct member m[GS_POOL_MAX_MEMBERS];
+};
+
+struct pbio;
+
+struct seg {
+	uint64_t off;		/* logical */
+	char *buf;
+	uint32_t len;
+	uint32_t tried;		/* copies tried (reads) */
+	uint32_t ok;		/* copies written (writes) */
+	int err;
+	uint32_t last_member;
+};
+
+struct piece {
+	struct gs_q_io io;	/* first: the member's callback gets this */
+	struct pbio *pb;
+	struct seg *s;		/* NULL: a flush */
+	uint32_t k, member;
+	int rb;			/* a write or flush to the member being rebuilt */
+	int64_t res;
+	struct piece *next;
+};
+
+struct pbio {
+	struct gs_bio *b;
+	unsigned left;		/* pieces in flight (pool poller only) */
+	unsigned nseg;
+	int err;
+	struct seg segs[];
+};
+
+struct gs_bq {
+	struct gs_bdev *bd;
+	int efd, wake_fd;
+	struct piece *ready;	/* shared: pushed by member callbacks */
+	uint32_t sleeping;	/* shared */
+	struct gs_bio **done;
+	int64_t *dres;
+	unsigned ndone, cap;
+};
+
+/* ---- member superblocks ---- */
+
+static uint32_t sb_crc(const struct gs_dpool_member *sb)
+{
+	struct gs_dpool_member c = *sb;
+
+	c.crc = 0;
+	return gs_crc32c(0, &c, sizeof(c));
+}
+
+static int sb_valid(const struct gs_dpool_member *sb)
+{
+	return le64toh(sb->magic) == GS_POOL_MAGIC && le32toh(sb->crc) == sb_crc(sb);
+}
+
+int gs_pool_is_member(const char *path)
+{
+	uint64_t magic = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return 0;
+	n = pread(fd, &magic, sizeof(magic), 0);
+	if (n != sizeof(magic) || le64toh(magic) != GS_POOL_MAGIC)
+		n = pread(fd, &magic, sizeof(magic), GS_POOL_SB_COPY);
+	close(fd);
+	return n == sizeof(magic) && le64toh(magic) == GS_POOL_MAGIC;
+}
+
+/* Read @path's member superblock (primary, else the copy); names the member on error. */
+static int sb_read(const char *path, struct gs_dpool_member *sb)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC), ret = -EUCLEAN, i;
+
+	if (fd < 0) {
+		ret = -errno;
+		gs_err("pool: member %s: %s", path, strerror(errno));
+		return ret;
+	}
+	for (i = 0; i < 2; i++) {
+		if (pread(fd, sb, sizeof(*sb), i * GS_POOL_SB_COPY) != (ssize_t)sizeof(*sb))
+			continue;
+		if (sb_valid(sb)) {
+			ret = 0;
+			break;
+		}
+	}
+	close(fd);
+	if (ret)
+		gs_err("pool: %s: %s", path, le64toh(sb->magic) == GS_POOL_MAGIC ?
+		       "member superblock corrupt (bad checksum in both copies)" :
+		       "no pool member superblock (not a member of a gstore pool)");
+	return ret;
+}
+
+static void sb_seal(struct gs_dpool_member *sb)
+{
+	sb->crc = 0;
+	sb->crc = htole32(sb_crc(sb));
+}
+
+/* Write @sb (with @index) to member @i through its queue: copy, flush, primary, flush. */
+static int sb_write_q(struct gs_q *q, const struct gs_dpool_member *tmpl, uint32_t index)
+{
+	struct gs_dpool_member *sb = aligned_alloc(4096, sizeof(*sb));
+	int ret, i;
+
+	if (!sb)
+		return -ENOMEM;
+	*sb = *tmpl;
+	sb->index = htole32(index);
+	sb_seal(sb);
+	ret = 0;
+	for (i = 1; i >= 0 && !ret; i--) {
+		ssize_t n = gs_q_pwrite(q, sb, sizeof(*sb), (uint64_t)i * GS_POOL_SB_COPY);
+
+		ret = n < 0 ? (int)n : gs_q_flush(q);
+	}
+	free(sb);
+	return ret;
+}
+
+/* Record the failed set on every healthy member (bd->lock held). */
+static void sb_persist(struct gs_bdev *bd)
+{
+	uint64_t failed = __atomic_load_n(&bd->failed, __ATOMIC_ACQUIRE);
+	uint32_t i;
+
+	if (bd->rdonly || le64toh(bd->sb.failed) == failed)
+		return;
+	bd->sb.failed = htole64(failed);
+	bd->sb.events = htole64(le64toh(bd->sb.events) + 1);
+	for (i = 0; i < bd->geo.n; i++)
+		if (bd->m[i].q && !(failed >> i & 1) && sb_write_q(bd->m[i].q, &bd->sb, i))
+			gs_err("pool: member %u (%s): cannot record the failed members", i,
+			       bd->m[i].path);
+}
+
+/* ---- member state ---- */
+
+/* Errors that say the request, not the device, was wrong. */
+static int is_device_error(int64_t res)
+{
+	return res < 0 && res != -EINVAL && res != -EFAULT && res != -ENOMEM && res != -EAGAIN &&
+	       res != -EBADF;
+}
+
+static int member_ok(struct gs_bdev *bd, uint32_t m)
+{
+	return !(__atomic_load_n(&bd->failed, __ATOMIC_ACQUIRE) >> m & 1);
+}
+
+static void member_fail(struct gs_bdev *bd, uint32_t m, int64_t res)
+{
+	uint64_t bit = 1ull << m;
+
+	__atomic_add_fetch(&bd->m[m].errors, 1, __ATOMIC_RELAXED);
+	if (__atomic_fetch_or(&bd->failed, bit, __ATOMIC_ACQ_REL) & bit)
+		return;
+	gs_err("pool: member %u (%s) failed: %s; the pool is degraded%s", m, bd->m[m].path,
+	       strerror((int)-res), gs_pool_redundant(&bd->geo, bd->failed) ? "" :
+	       ", data stored only there is lost");
+	pthread_mutex_lock(&bd->lock);
+	sb_persist(bd);
+	pthread_mutex_unlock(&bd->lock);
+}
+
+static void log_lost(struct gs_bdev *bd, uint32_t m, uint64_t off)
+{
+	if (__atomic_fetch_add(&bd->m[m].logged, 1, __ATOMIC_RELAXED) < LOG_LIMIT)
+		gs_err("pool: logical byte %llu: its only copy was on failed member %u (%s): EIO",
+		       (unsigned long long)off, m, bd->m[m].path);
+}
+
+/* ---- open / close ---- */
+
+static int layout_of(const char *s, uint32_t *layout)
+{
+	if (!s || !*s || !strcmp(s, "stripe"))
+		*layout = GS_POOL_STRIPE;
+	else if (!strcmp(s, "mirror"))
+		*layout = GS_POOL_MIRROR;
+	else if (!strcmp(s, "stripe+mirror") || !strcmp(s, "raid10"))
+		*layout = GS_POOL_STRIPE_MIRROR;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+static const char *layout_name(uint32_t layout)
+{
+	return layout == GS_POOL_MIRROR ? "mirror" : layout == GS_POOL_STRIPE_MIRROR ?
+	       "stripe+mirror" : "stripe";
+}
+
+static int open_member(struct gs_bdev *bd, uint32_t i, const struct gs_q_params *p)
+{
+	struct gs_q_params mp = {
+		.path = bd->m[i].path,
+		.flags = p->flags & (GS_Q_RDONLY | GS_Q_BUFFERED),
+		.queue_depth = p->queue_depth,
+		.min_pollers = 1,
+		.max_pollers = p->max_pollers ? p->max_pollers : 1,
+		.spin_us = p->spin_us,
+		.idle_ms = p->idle_ms,
+		.fault = p->fault,
+	};
+	struct gs_q_params plain = { .path = bd->m[i].path };
+	int ret;
+
+	/* name the backend: a member must never be taken for a pool again */
+	mp.backend = gs_backend_name(&plain);
+	ret = gs_q_open(&bd->m[i].q, &mp);
+	if (ret)
+		gs_err("pool: member %u (%s): cannot open: %s", i, bd->m[i].path,
+		       strerror(-ret));
+	return ret;
+}
+
+/* Split "a:b:c" into @list (strdup'ed in @buf). */
+static unsigned split_list(char *buf, char **list, unsigned max)
+{
+	unsigned n = 0;
+	char *save = NULL, *t;
+
+	for (t = strtok_r(buf, ":", &save); t && n < max; t = strtok_r(NULL, ":", &save))
+		list[n++] = t;
+	return n;
+}
+
+/* Find the members: read every named device's superblock, pick the newest. */
+static int find_members(struct gs_bdev *bd, char **paths, unsigned np)
+{
+	struct gs_dpool_member *sbs = calloc(np, sizeof(*sbs));
+	int best = -1, ret = 0;
+	unsigned i;
+
+	if (!sbs)
+		return -ENOMEM;
+	for (i = 0; i < np; i++) {
+		if (sb_read(paths[i], &sbs[i])) {
+			paths[i] = NULL;
+			continue;
+		}
+		if (best < 0 || le64toh(sbs[i].events) > le64toh(sbs[best].events))
+			best = (int)i;
+	}
+	if (best < 0) {
+		ret = -EUCLEAN;
+		goto out;
+	}
+	bd->sb = sbs[best];
+	for (i = 0; i < np; i++) {
+		uint32_t idx = le32toh(sbs[i].index);
+
+		if (!paths[i])
+			continue;
+		if (memcmp(sbs[i].pool_uuid, bd->sb.pool_uuid, 16)) {
+			gs_err("pool: %s belongs to another pool (uuid differs): left out",
+			       paths[i]);
+			continue;
+		}
+		if (idx >= le32toh(bd->sb.nmembers)) {
+			gs_err("pool: %s: member index %u out of range", paths[i], idx);
+			continue;
+		}
+		if (bd->m[idx].path[0]) {
+			gs_err("pool: %s and %s both claim member %u", bd->m[idx].path, paths[i],
+			       idx);
+			ret = -EUCLEAN;
+			goto out;
+		}
+		snprintf(bd->m[idx].path, sizeof(bd->m[idx].path), "%s", paths[i]);
+	}
+out:
+	free(sbs);
+	return ret;
+}
+
+static int check_sb(const struct gs_dpool_member *sb)
+{
+	if (le32toh(sb->version) != GS_POOL_VERSION ||
+	    (le32toh(sb->feature_incompat) & ~GS_POOL_FEAT_INCOMPAT_SUPP) ||
+	    !le32toh(sb->nmembers) || le32toh(sb->nmembers) > GS_POOL_MAX_MEMBERS ||
+	    le32toh(sb->layout) < GS_POOL_STRIPE || le32toh(sb->layout) > GS_POOL_STRIPE_MIRROR)
+		return -EUCLEAN;
+	return 0;
+}
+
+static void pool_free(struct gs_bdev *bd)
+{
+	uint32_t i;
+
+	for (i = 0; i < GS_POOL_MAX_MEMBERS; i++)
+		gs_q_close(bd->m[i].q);
+	pthread_mutex_destroy(&bd->lock);
+	free(bd);
+}
+
+static int pool_open(struct gs_bdev **bdp, const struct gs_q_params *p)
+{
+	const char *name = gs_backend_name(p);
+	char *list[GS_POOL_MAX_MEMBERS * 2], *buf;
+	struct gs_dpool_member *sb;
+	struct gs_bdev *bd;
+	unsigned np, i, n;
+	uint64_t missing = 0;
+	int ret;
+
+	bd = calloc(1, sizeof(*bd));
+	if (!bd)
+		return -ENOMEM;
+	pthread_mutex_init(&bd->lock, NULL);
+	bd->rebuilding = -1;
+	bd->rdonly = !!(p->flags & GS_Q_RDONLY);
+	/* "pool:A:B:C" names the members; plain "pool" starts from the path's hints */
+	buf = strdup(!strncmp(name, "pool:", 5) ? name + 5 : p->path);
+	if (!buf) {
+		ret = -ENOMEM;
+		goto free_bd;
+	}
+	np = split_list(buf, list, GS_POOL_MAX_MEMBERS * 2);
+	ret = find_members(bd, list, np);
+	if (ret)
+		goto free_buf;
+	sb = &bd->sb;
+	ret = check_sb(sb);
+	if (ret) {
+		gs_err("pool: member superblock of an unsupported version or layout");
+		goto free_buf;
+	}
+	n = le32toh(sb->nmembers);
+	bd->layout = le32toh(sb->layout);
+	ret = gs_pool_geo_load(&bd->geo, n, le32toh(sb->stripe_unit), le32toh(sb->zone_copies),
+			       le32toh(sb->copies), le64toh(sb->zone_bytes),
+			       le64toh(sb->data_bytes), le64toh(sb->data_off));
+	if (ret) {
+		gs_err("pool: member superblock geometry is inconsistent");
+		goto free_buf;
+	}
+	/* members not named: their recorded paths, if they hold the same pool */
+	for (i = 0; i < n && np == 1; i++) {
+		char *hint[1], h[GS_POOL_PATH_MAX + 1];
+
+		if (bd->m[i].path[0] || !sb->paths[i][0])
+			continue;
+		memcpy(h, sb->paths[i], GS_POOL_PATH_MAX);
+		h[GS_POOL_PATH_MAX] = 0;
+		hint[0] = h;
+		if (gs_pool_is_member(h)) {
+			struct gs_dpool_member s2;
+
+			if (!sb_read(h, &s2) && !memcmp(s2.pool_uuid, sb->pool_uuid, 16) &&
+			    le32toh(s2.index) == i)
+				snprintf(bd->m[i].path, sizeof(bd->m[i].path), "%s", hint[0]);
+		}
+	}
+	bd->failed = le64toh(sb->failed) & ((n < 64 ? 1ull << n : 0) - 1);
+	for (i = 0; i < n; i++) {
+		if (!bd->m[i].path[0]) {
+			gs_err("pool: member %u (%.*s) is missing", i, (int)GS_POOL_PATH_MAX,
+			       sb->paths[i]);
+			snprintf(bd->m[i].path, sizeof(bd->m[i].path), "%.*s",
+				 (int)GS_POOL_PATH_MAX - 1, sb->paths[i]);
+			missing |= 1ull << i;
+			continue;
+		}
+		if (bd->failed >> i & 1) {
+			gs_warn("pool: member %u (%s) was failed earlier: left out until replaced",
+				i, bd->m[i].path);
+			continue;
+		}
+		ret = open_member(bd, i, p);
+		if (ret == -EINVAL && !(p->flags & GS_Q_BUFFERED))
+			goto free_buf;	/* the caller retries buffered (tmpfs) */
+		if (ret)
+			missing |= 1ull << i;
+	}
+	bd->failed |= missing;
+	if (!gs_pool_redundant(&bd->geo, bd->failed)) {
+		for (i = 0; i < n; i++)
+			if (bd->failed >> i & 1)
+				gs_err("pool: member %u (%s) is needed: the %s layout has no other "
+				       "copy of its data", i, bd->m[i].path,
+				       layout_name(bd->layout));
+		ret = -ENODEV;
+		goto free_buf;
+	}
+	if (bd->failed) {
+		gs_warn("pool: running degraded (%u of %u members)",
+			n - (unsigned)__builtin_popcountll(bd->failed), n);
+		sb_persist(bd);
+	}
+	bd->geom.lba_size = 512;
+	bd->geom.max_io = POOL_MAX_IO;
+	for (i = 0; i < n; i++) {
+		struct gs_q_geom mg;
+
+		if (!bd->m[i].q || gs_q_geometry(bd->m[i].q, &mg))
+			continue;
+		if (mg.lba_size > bd->geom.lba_size)
+			bd->geom.lba_size = mg.lba_size;
+		if (mg.capacity < le64toh(sb->member_bytes)) {
+			gs_err("pool: member %u (%s) is smaller than the pool needs", i,
+			       bd->m[i].path);
+			ret = -EUCLEAN;
+			goto free_buf;
+		}
+	}
+	bd->geom.opt_io = bd->geo.su;
+	bd->geom.nr_devices = n;
+	bd->geom.capacity = bd->geo.capacity;
+	free(buf);
+	*bdp = bd;
+	return 0;
+free_buf:
+	free(buf);
+free_bd:
+	pool_free(bd);
+	return ret;
+}
+
+static void pool_close(struct gs_bdev *bd)
+{
+	pool_free(bd);
+}
+
+static int pool_geometry(struct gs_bdev *bd, struct gs_q_geom *g)
+{
+	*g = bd->geom;
+	return 0;
+}
+
+/* ---- queues ---- */
+
+static int pool_queue_create(struct gs_bdev *bd, uint32_t depth, int wake_fd, struct gs_bq **qp)
+{
+	struct gs_bq *q = calloc(1, sizeof(*q));
+
+	if (!q)
+		return -ENOMEM;
+	q->bd = bd;
+	q->wake_fd = wake_fd;
+	q->cap = depth + 1;
+	q->done = calloc(q->cap, sizeof(*q->done));
+	q->dres = calloc(q->cap, sizeof(*q->dres));
+	q->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (!q->done || !q->dres || q->efd < 0) {
+		if (q->efd >= 0)
+			close(q->efd);
+		free(q->done);
+		free(q->dres);
+		free(q);
+		return -ENOMEM;
+	}
+	*qp = q;
+	return 0;
+}
+
+static void pool_queue_destroy(struct gs_bq *q)
+{
+	close(q->efd);
+	free(q->done);
+	free(q->dres);
+	free(q);
+}
+
+/* Member callback (a member's poller): hand the piece to the pool poller. */
+static void piece_done(struct gs_q_io *io, int64_t res)
+{
+	struct piece *pc = (struct piece *)io;
+	struct gs_bq *q = (struct gs_bq *)pc->io.priv;
+	uint64_t one = 1;
+
+	pc->res = res;
+	pc->next = __atomic_load_n(&q->ready, __ATOMIC_RELAXED);
+	/* release: res before the piece is seen; seq_cst orders it before "sleeping" */
+	while (!__atomic_compare_exchange_n(&q->ready, &pc->next, pc, 1, __ATOMIC_SEQ_CST,
+					    __ATOMIC_RELAXED))
+		;
+	if (__atomic_load_n(&q->sleeping, __ATOMIC_SEQ_CST) && write(q->efd, &one, 8) < 0) {
+		/* counter saturated: the poller wakes anyway */
+	}
+}
+
+static void finish(struct gs_bq *q, struct pbio *pb)
+{
+	struct gs_bio *b = pb->b;
+	int64_t res = b->op == GS_OP_FLUSH ? 0 : (int64_t)b->len;
+	unsigned i;
+
+	for (i = 0; i < pb->nseg; i++) {
+		struct seg *s = &pb->segs[i];
+
+		if (b->op == GS_OP_WRITE && !s->ok && !s->err)
+			s->err = -EIO;
+		if (s->err && res >= 0)
+			res = s->err;
+	}
+	if (pb->err && res >= 0)
+		res = pb->err;
+	q->done[q->ndone] = b;
+	q->dres[q->ndone] = res;
+	q->ndone++;
+	free(pb);
+}
+
+static int send(struct gs_bq *q, struct pbio *pb, struct seg *s, uint32_t k, uint32_t m,
+		uint64_t phys, uint8_t op, struct gs_q *dst)
+{
+	struct piece *pc = calloc(1, sizeof(*pc));
+	struct gs_q_io *io;
+	int ret;
+
+	if (!pc)
+		return -ENOMEM;
+	pc->io.op = op;
+	pc->io.len = s ? s->len : 0;
+	pc->io.off = phys;
+	pc->io.buf = s ? s->buf : NULL;
+	pc->io.done = piece_done;
+	pc->io.priv = q;
+	pc->pb = pb;
+	pc->s = s;
+	pc->k = k;
+	pc->member = m;
+	pc->rb = dst != NULL;
+	io = &pc->io;
+	pb->left++;
+	ret = gs_q_submit(dst ? dst : q->bd->m[m].q, &io, 1);
+	if (ret < 0) {
+		pb->left--;
+		free(pc);
+		return ret;
+	}
+	return 0;
+}
+
+/* Send a read segment to its next untried healthy copy; 0, or -errno when none is left. */
+static int read_next(struct gs_bq *q, struct pbio *pb, struct seg *s)
+{
+	struct gs_bdev *bd = q->bd;
+	uint32_t copies = gs_pool_copies(&bd->geo, s->off), j, m;
+	uint32_t pref = gs_pool_pref(&bd->geo, s->off);
+	uint64_t phys;
+
+	for (j = 0; j < copies; j++) {
+		/* spread reads of mirrored chunks over their copies */
+		uint32_t k = (pref + j) % copies;
+
+		if (s->tried >> k & 1)
+			continue;
+		s->tried |= 1u << k;
+		gs_pool_locate(&bd->geo, s->off, k, &m, &phys);
+		s->last_member = m;
+		if (!member_ok(bd, m))
+			continue;
+		if (!send(q, pb, s, k, m, phys, GS_OP_READ, NULL))
+			return 0;
+	}
+	return -EIO;
+}
+
+static void start_write(struct gs_bq *q, struct pbio *pb, struct seg *s)
+{
+	struct gs_bdev *bd = q->bd;
+	uint32_t copies = gs_pool_copies(&bd->geo, s->off), k, m;
+	uint64_t phys;
+
+	int rb = __atomic_load_n(&bd->rebuilding, __ATOMIC_ACQUIRE);
+
+	for (k = 0; k < copies; k++) {
+		gs_pool_locate(&bd->geo, s->off, k, &m, &phys);
+		s->last_member = m;
+		if (member_ok(bd, m))
+			send(q, pb, s, k, m, phys, GS_OP_WRITE, NULL);
+		/* a member being rebuilt gets every write too, so its copy stays current */
+		if ((int)m == rb)
+			send(q, pb, s, k, m, phys, GS_OP_WRITE, bd->rq);
+	}
+}
+
+static struct pbio *split(struct gs_bdev *bd, struct gs_bio *b)
+{
+	uint64_t off = b->off, left = b->len;
+	unsigned nseg = 0, i;
+	struct pbio *pb;
+
+	for (uint64_t o = off, l = left; l;) {
+		uint32_t sl = gs_pool_seg_len(&bd->geo, o, l);
+
+		o += sl;
+		l -= sl;
+		nseg++;
+	}
+	pb = calloc(1, sizeof(*pb) + nseg * sizeof(pb->segs[0]));
+	if (!pb)
+		return NULL;
+	pb->b = b;
+	pb->nseg = nseg;
+	for (i = 0; i < nseg; i++) {
+		struct seg *s = &pb->segs[i];
+
+		s->off = off;
+		s->len = gs_pool_seg_len(&bd->geo, off, left);
+		s->buf = (char *)b->buf + (off - b->off);
+		off += s->len;
+		left -= s->len;
+	}
+	return pb;
+}
+
+static int pool_submit(struct gs_bq *q, struct gs_bio **ios, unsigned n)
+{
+	struct gs_bdev *bd = q->bd;
+	unsigned i, j;
+
+	for (i = 0; i < n; i++) {
+		struct gs_bio *b = ios[i];
+		struct pbio *pb = b->op == GS_OP_FLUSH ? calloc(1, sizeof(*pb)) : split(bd, b);
+
+		if (!pb) {
+			q->done[q->ndone] = b;
+			q->dres[q->ndone++] = -ENOMEM;
+			continue;
+		}
+		pb->b = b;
+		pb->left = 1;	/* held until every piece is out */
+		if (b->op == GS_OP_FLUSH) {
+			int rb = __atomic_load_n(&bd->rebuilding, __ATOMIC_ACQUIRE);
+
+			for (j = 0; j < bd->geo.n; j++)
+				if (bd->m[j].q && member_ok(bd, j))
+					send(q, pb, NULL, 0, j, 0, GS_OP_FLUSH, NULL);
+			if (rb >= 0)
+				send(q, pb, NULL, 0, (uint32_t)rb, 0, GS_OP_FLUSH, bd->rq);
+		}
+		for (j = 0; j < pb->nseg; j++) {
+			struct seg *s = &pb->segs[j];
+
+			if (b->op == GS_OP_WRITE) {
+				start_write(q, pb, s);
+			} else if (read_next(q, pb, s)) {
+				s->err = -EIO;
+				log_lost(bd, s->last_member, s->off);
+			}
+		}
+		if (!--pb->left)
+			finish(q, pb);
+	}
+	return (int)n;
+}
+
+static void piece_reaped(struct gs_bq *q, struct piece *pc)
+{
+	struct gs_bdev *bd = q->bd;
+	struct pbio *pb = pc->pb;
+	struct seg *s = pc->s;
+	int64_t res = pc->res;
+
+	if (res >= 0 && s && (uint64_t)res != s->len)
+		res = -EIO;	/* the member backends retry short I/O: a short end is an error */
+	if (pc->rb) {
+		/* the rebuild target: its errors fail the rebuild, not the pool */
+		if (res < 0)
+			__atomic_store_n(&bd->rb_err, (int)res, __ATOMIC_RELAXED);
+		res = 0;
+		goto out;
+	}
+	if (res < 0 && is_device_error(res))
+		member_fail(bd, pc->member, res);
+	if (!s) {
+		/* flush: an error matters only if data was lost with the member */
+		if (res < 0 && !gs_pool_redundant(&bd->geo, bd->failed))
+			pb->err = (int)res;
+	} else if (pc->io.op == GS_OP_WRITE) {
+		if (res >= 0)
+			s->ok++;
+		else if (res < 0 && !is_device_error(res))
+			s->err = (int)res;
+	} else if (res < 0) {
+		if (!is_device_error(res))
+			s->err = (int)res;
+		else if (read_next(q, pb, s)) {
+			s->err = (int)res;
+			log_lost(bd, pc->member, s->off);
+		}
+	}
+out:
+	free(pc);
+	if (!--pb->left)
+		finish(q, pb);
+}
+
+static int pool_reap(struct gs_bq *q, struct gs_bio **done, int64_t *res, unsigned max)
+{
+	struct piece *pc = __atomic_exchange_n(&q->ready, NULL, __ATOMIC_ACQUIRE), *next;
+	unsigned n = 0;
+
+	for (; pc; pc = next) {
+		next = pc->next;
+		piece_reaped(q, pc);
+	}
+	while (n < max && q->ndone) {
+		q->ndone--;
+		done[n] = q->done[q->ndone];
+		res[n] = q->dres[q->ndone];
+		n++;
+	}
+	return (int)n;
+}
+
+static int pool_wait(struct gs_bq *q, int64_t timeout_us)
+{
+	struct pollfd pfd[2] = { { .fd = q->efd, .events = POLLIN },
+				 { .fd = q->wake_fd, .events = POLLIN } };
+	struct timespec ts, *tsp = NULL;
+	uint64_t v;
+	int r;
+
+	if (q->ndone)
+		return 0;
+	__atomic_store_n(&q->sleeping, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&q->ready, __ATOMIC_SEQ_CST)) {
+		__atomic_store_n(&q->sleeping, 0, __ATOMIC_RELAXED);
+		return 0;
+	}
+	if (timeout_us >= 0) {
+		ts.tv_sec = timeout_us / 1000000;
+		ts.tv_nsec = timeout_us % 1000000 * 1000;
+		tsp = &ts;
+	}
+	r = ppoll(pfd, q->wake_fd >= 0 ? 2 : 1, tsp, NULL);
+	__atomic_store_n(&q->sleeping, 0, __ATOMIC_RELAXED);
+	if (r < 0)
+		return -errno;
+	if (r == 0)
+		return -ETIME;
+	if ((pfd[0].revents & POLLIN) && read(q->efd, &v, 8) < 0) {
+		/* raced with another read: nothing to clear */
+	}
+	if (q->wake_fd >= 0 && (pfd[1].revents & POLLIN) && read(q->wake_fd, &v, 8) < 0) {
+		/* nonblocking kick fd already drained */
+	}
+	return 0;
+}
+
+/* Reads on the caller's thread: each segment from its first healthy copy. */
+static int64_t pool_read_sync(struct gs_bdev *bd, void *buf, size_t len, uint64_t off)
+{
+	uint64_t o = off, l = len;
+
+	while (l) {
+		uint32_t sl = gs_pool_seg_len(&bd->geo, o, l);
+		uint32_t copies = gs_pool_copies(&bd->geo, o), k, m = 0;
+		uint32_t pref = gs_pool_pref(&bd->geo, o);
+		uint64_t phys;
+		ssize_t r = -EIO;
+
+		for (k = 0; k < copies && r != sl; k++) {
+			gs_pool_locate(&bd->geo, o, (pref + k) % copies, &m, &phys);
+			if (!member_ok(bd, m))
+				continue;
+			r = gs_q_pread_sync(bd->m[m].q, (char *)buf + (o - off), sl, phys);
+			if (r >= 0 && r != sl)
+				r = -EIO;
+			if (r < 0 && !is_device_error(r))
+				return r;
+			if (r < 0)
+				member_fail(bd, m, r);
+		}
+		if (r != sl) {
+			log_lost(bd, m, o);
+			return r < 0 ? r : -EIO;
+		}
+		o += sl;
+		l -= sl;
+	}
+	return (int64_t)len;
+}
+
+const struct gs_backend_ops gs_backend_pool = {
+	.name = "pool",
+	.open = pool_open,
+	.close = pool_close,
+	.geometry = pool_geometry,
+	.queue_create = pool_queue_create,
+	.queue_destroy = pool_queue_destroy,
+	.submit = pool_submit,
+	.reap = pool_reap,
+	.wait = pool_wait,
+	.read_sync = pool_read_sync,
+};
+
+/* ---- faults: "mK:SPEC" for member K, else every member ---- */
+
+int gs_pool_fault(struct gs_bdev *bd, const char *spec)
+{
+	uint32_t i, only = UINT32_MAX;
+	int ret = 0;
+
+	if (spec[0] == 'm' && spec[1] >= '0' && spec[1] <= '9') {
+		char *e;
+
+		only = (uint32_t)strtoul(spec + 1, &e, 10);
+		if (*e != ':' || only >= bd->geo.n)
+			return -EINVAL;
+		spec = e + 1;
+	}
+	for (i = 0; i < bd->geo.n && !ret; i++)
+		if ((only == UINT32_MAX || only == i) && bd->m[i].q)
+			ret = gs_q_fault(bd->m[i].q, spec);
+	return ret;
+}
+
+/* ---- administration ---- */
+
+static struct gs_bdev *pool_of(struct gs_q *q)
+{
+	return q && q->ops == &gs_backend_pool ? q->bd : NULL;
+}
+
+int gs_q_pool_info(struct gs_q *q, char *buf, size_t size)
+{
+	struct gs_bdev *bd = pool_of(q);
+	uint64_t failed;
+	char uuid[40];
+	size_t n = 0;
+	uint32_t i;
+	int r;
+
+	if (!bd) {
+		if (size)
+			buf[0] = 0;
+		return 0;
+	}
+	failed = __atomic_load_n(&bd->failed, __ATOMIC_ACQUIRE);
+	for (i = 0; i < 16; i++)
+		sprintf(uuid + 2 * i + (i >= 4) + (i >= 6) + (i >= 8) + (i >= 10), "%02x%s",
+			bd->sb.pool_uuid[i], (i == 3 || i == 5 || i == 7 || i == 9) ? "-" : "");
+#define OUT(...)							\
+	do {								\
+		r = snprintf(buf + (n < size ? n : size), n < size ? size - n : 0, __VA_ARGS__); \
+		if (r < 0)						\
+			return -EINVAL;					\
+		n += (size_t)r;						\
+	} while (0)
+	OUT("pool_uuid: %s\npool_layout: %s\npool_members: %u\npool_stripe_unit: %u\n"
+	    "pool_state: %s\npool_failed: %u\n", uuid, layout_name(bd->layout), bd->geo.n,
+	    bd->geo.su, failed ? "degraded" : "ok", (unsigned)__builtin_popcountll(failed));
+	if (bd->rebuilding >= 0)
+		OUT("pool_rebuild: member %d %llu/%llu\n", bd->rebuilding,
+		    (unsigned long long)__atomic_load_n(&bd->rebuild_done, __ATOMIC_RELAXED),
+		    (unsigned long long)bd->rebuild_total);
+	for (i = 0; i < bd->geo.n; i++)
+		OUT("member%u: %s %s errors=%llu\n", i, bd->m[i].path,
+		    (failed >> i & 1) ? (bd->m[i].q ? "failed" : "missing") : "ok",
+		    (unsigned long long)__atomic_load_n(&bd->m[i].errors, __ATOMIC_RELAXED));
+#undef OUT
+	return (int)n;
+}
+
+static int same_file(const char *a, const char *b)
+{
+	struct stat sa, sb;
+
+	if (!strcmp(a, b))
+		return 1;
+	if (stat(a, &sa) || stat(b, &sb))
+		return 0;
+	if (S_ISBLK(sa.st_mode) && S_ISBLK(sb.st_mode))
+		return sa.st_rdev == sb.st_rdev;
+	return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+int gs_q_pool_member(struct gs_q *q, const char *path)
+{
+	struct gs_bdev *bd = pool_of(q);
+	uint32_t i;
+
+	if (!bd)
+		return -EINVAL;
+	for (i = 0; i < bd->geo.n; i++)
+		if (same_file(bd->m[i].path, path))
+			return (int)i;
+	if (strspn(path, "0123456789") == strlen(path) && *path && (uint32_t)atoi(path) < bd->geo.n)
+		return atoi(path);
+	return -ENOENT;
+}
+
+static void uuid_gen(uint8_t u[16])
+{
+	int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+	struct timespec ts;
+
+	if (fd < 0 || read(fd, u, 16) != 16) {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		for (int i = 0; i < 16; i++)
+			u[i] = (uint8_t)((ts.tv_nsec >> (i % 8)) ^ (i * 131) ^ getpid());
+	}
+	if (fd >= 0)
+		close(fd);
+	u[6] = (u[6] & 0x0f) | 0x40;
+	u[8] = (u[8] & 0x3f) | 0x80;
+}
+
+static int open_plain(const char *path, uint32_t flags, struct gs_q **q);
+
+static int member_size(const char *path, uint32_t flags, uint64_t *size)
+{
+	struct gs_q_geom g;
+	struct gs_q *q;
+	int ret;
+
+	ret = open_plain(path, flags, &q);
+	if (ret) {
+		gs_err("pool: %s: %s", path, strerror(-ret));
+		return ret;
+	}
+	ret = gs_q_geometry(q, &g);
+	*size = g.capacity;
+	gs_q_close(q);
+	return ret;
+}
+
+/* Open @path as a single device, never as a pool (it may hold a member superblock). */
+static int open_plain(const char *path, uint32_t flags, struct gs_q **q)
+{
+	struct gs_q_params plain = { .path = path };
+	struct gs_q_params p = { .path = path, .flags = flags };
+	int ret;
+
+	p.backend = gs_backend_name(&plain);
+	ret = gs_q_open(q, &p);
+	if (ret == -EINVAL && !(flags & GS_Q_BUFFERED)) {
+		p.flags |= GS_Q_BUFFERED;
+		ret = gs_q_open(q, &p);
+	}
+	return ret;
+}
+
+int gs_pool_create(const char *const *paths, unsigned n, const struct gs_pool_opts *o)
+{
+	struct gs_pool_opts def = { 0 };
+	struct gs_dpool_member sb;
+	struct gs_pool_geo geo;
+	uint64_t minsz = UINT64_MAX, sz, zone;
+	uint32_t layout, su, zc, i;
+	int ret;
+
+	if (!o)
+		o = &def;
+	if (!paths || !n || n > GS_POOL_MAX_MEMBERS || layout_of(o->layout, &layout))
+		return -EINVAL;
+	su = o->stripe_unit ? o->stripe_unit : 65536;
+	if (su < 4096 || (su & (su - 1)) || su > (16u << 20))
+		return -EINVAL;
+	for (i = 0; i < n; i++) {
+		for (uint32_t j = 0; j < i; j++)
+			if (same_file(paths[i], paths[j])) {
+				gs_err("pool: %s is named twice", paths[i]);
+				return -EINVAL;
+			}
+		if (strlen(paths[i]) >= GS_POOL_PATH_MAX) {
+			gs_err("pool: %s: path longer than %u bytes", paths[i],
+			       GS_POOL_PATH_MAX - 1);
+			return -ENAMETOOLONG;
+		}
+		ret = member_size(paths[i], o->flags, &sz);
+		if (ret)
+			return ret;
+		if (sz < minsz)
+			minsz = sz;
+	}
+	if (o->member_bytes && o->member_bytes < minsz)
+		minsz = o->member_bytes;
+	/* automatic zone: 1/32 of the logical size, at least 32 MiB (fs metadata fits) */
+	zone = o->zone_bytes;
+	if (!zone) {
+		zone = minsz / 32 * n / (layout == GS_POOL_MIRROR ? n : 1);
+		if (zone < (32u << 20))
+			zone = 32u << 20;
+	}
+	ret = gs_pool_geo_init(&geo, layout, n, su, zone, GS_POOL_DATA_OFF, minsz);
+	if (ret) {
+		gs_err("pool: members of %llu bytes are too small for this layout",
+		       (unsigned long long)minsz);
+		return ret;
+	}
+	memset(&sb, 0, sizeof(sb));
+	sb.magic = htole64(GS_POOL_MAGIC);
+	sb.version = htole32(GS_POOL_VERSION);
+	sb.feature_incompat = htole32(GS_POOL_FEAT_INCOMPAT_ZONE);
+	sb.layout = htole32(layout);
+	sb.nmembers = htole32(n);
+	sb.stripe_unit = htole32(su);
+	sb.copies = htole32(geo.data.copies);
+	zc = geo.zone.copies;
+	sb.zone_copies = htole32(zc);
+	sb.zone_bytes = htole64(geo.zone.lbytes);
+	sb.data_bytes = htole64(geo.data.lbytes);
+	sb.data_off = htole64(GS_POOL_DATA_OFF);
+	sb.member_bytes = htole64(geo.member_bytes);
+	sb.events = htole64(1);
+	sb.ctime = htole64((uint64_t)time(NULL));
+	uuid_gen(sb.pool_uuid);
+	for (i = 0; i < n; i++)
+		snprintf(sb.paths[i], GS_POOL_PATH_MAX, "%s", paths[i]);
+	for (i = 0; i < n && !ret; i++) {
+		struct gs_q *q;
+
+		ret = open_plain(paths[i], o->flags, &q);
+		if (ret) {
+			gs_err("pool: %s: %s", paths[i], strerror(-ret));
+			break;
+		}
+		uuid_gen(sb.member_uuid);
+		ret = sb_write_q(q, &sb, i);
+		gs_q_close(q);
+		if (ret)
+			gs_err("pool: %s: writing the member superblock: %s", paths[i],
+			       strerror(-ret));
+	}
+	return ret;
+}
+
+static void progress_add(struct gs_bdev *bd, uint64_t n, gs_pool_progress fn, void *arg)
+{
+	uint64_t d = __atomic_add_fetch(&bd->rebuild_done, n, __ATOMIC_RELAXED);
+
+	if (fn)
+		fn(arg, d, bd->rebuild_total);
+}
+
+/*
+ * Rebuild: copy every used stripe unit of member @index's rows to the new
+ * device at the same place: from the old member while it still reads, else
+ * the chunk's logical bytes from the pool (another copy).  From the start,
+ * every write and flush the pool gets also goes to the new device
+ * (start_write), so nothing written during the copy (online) is missed.
+ * Then the new device gets the member superblock and the member's place.
+ */
+int gs_q_pool_replace(struct gs_q *q, unsigned index, const char *newpath,
+		      gs_pool_progress progress, void *arg)
+{
+	struct gs_bdev *bd = pool_of(q);
+	const struct gs_pool_area *areas[2];
+	struct gs_q *nq = NULL;
+	struct gs_q_geom g;
+	uint64_t failed;
+	char *buf = NULL;
+	int ret, was_failed, a;
+
+	if (!bd || index >= bd->geo.n || !newpath || strlen(newpath) >= GS_POOL_PATH_MAX)
+		return -EINVAL;
+	if (bd->rdonly)
+		return -EROFS;
+	areas[0] = &bd->geo.zone;
+	areas[1] = &bd->geo.data;
+	failed = __atomic_load_n(&bd->failed, __ATOMIC_ACQUIRE);
+	was_failed = (int)(failed >> index & 1);
+	if (was_failed && !gs_pool_redundant(&bd->geo, failed)) {
+		gs_err("pool: member %u (%s) held the only copy of data: nothing to rebuild from",
+		       index, bd->m[index].path);
+		return -ENODATA;
+	}
+	ret = open_plain(newpath, q->flags & GS_Q_BUFFERED, &nq);
+	if (!ret)
+		ret = gs_q_geometry(nq, &g);
+	if (!ret && g.capacity < bd->geo.member_bytes) {
+		gs_err("pool: %s is smaller than a member (%llu bytes needed)", newpath,
+		       (unsigned long long)bd->geo.member_bytes);
+		ret = -ENOSPC;
+	}
+	buf = ret ? NULL : aligned_alloc(4096, bd->geo.su);
+	if (!ret && !buf)
+		ret = -ENOMEM;
+	if (ret) {
+		if (ret != -ENOSPC)
+			gs_err("pool: %s: %s", newpath, strerror(-ret));
+		gs_q_close(nq);
+		return ret;
+	}
+	pthread_mutex_lock(&bd->lock);
+	if (bd->rebuilding >= 0) {
+		pthread_mutex_unlock(&bd->lock);
+		gs_q_close(nq);
+		free(buf);
+		return -EBUSY;
+	}
+	bd->rq = nq;
+	bd->rb_err = 0;
+	bd->rebuild_total = (bd->geo.zone.rows + bd->geo.data.rows) * bd->geo.su;
+	__atomic_store_n(&bd->rebuild_done, 0, __ATOMIC_RELAXED);
+	/* release: rq before the index that makes writers use it */
+	__atomic_store_n(&bd->rebuilding, (int)index, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&bd->lock);
+
+	for (a = 0; a < 2 && !ret; a++) {
+		const struct gs_pool_area *ar = areas[a];
+
+		for (uint64_t row = 0; row < ar->rows && !ret; row++) {
+			uint64_t phys = ar->pbase + row * bd->geo.su, off;
+			ssize_t r = -EIO;
+
+			if (!gs_pool_reverse(&bd->geo, index, phys, &off)) {
+				if (member_ok(bd, index) && bd->m[index].q)
+					r = gs_q_pread(bd->m[index].q, buf, bd->geo.su, phys);
+				if (r != (ssize_t)bd->geo.su)
+					r = gs_q_pread(q, buf, bd->geo.su, off);
+				if (r == (ssize_t)bd->geo.su)
+					r = gs_q_pwrite(nq, buf, bd->geo.su, phys);
+				if (r != (ssize_t)bd->geo.su) {
+					ret = r < 0 ? (int)r : -EIO;
+					gs_err("pool: rebuilding member %u at logical byte %llu: %s",
+					       index, (unsigned long long)off, strerror(-ret));
+				}
+			}
+			progress_add(bd, bd->geo.su, progress, arg);
+		}
+	}
+	if (!ret)
+		ret = gs_q_flush(nq);
+	if (!ret)
+		ret = __atomic_load_n(&bd->rb_err, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&bd->lock);
+	if (!ret) {
+		struct gs_q *old = bd->m[index].q;
+
+		snprintf(bd->sb.paths[index], GS_POOL_PATH_MAX, "%s", newpath);
+		snprintf(bd->m[index].path, sizeof(bd->m[index].path), "%s", newpath);
+		uuid_gen(bd->sb.member_uuid);
+		/* the new device first gets its superblock, then the member's place */
+		ret = sb_write_q(nq, &bd->sb, index);
+		if (!ret) {
+			bd->m[index].q = nq;
+			nq = old;
+			__atomic_fetch_and(&bd->failed, ~(1ull << index), __ATOMIC_ACQ_REL);
+			bd->m[index].errors = 0;
+			bd->m[index].logged = 0;
+			bd->sb.failed = htole64(~0ull);	/* force the write */
+			sb_persist(bd);
+		}
+	}
+	__atomic_store_n(&bd->rebuilding, -1, __ATOMIC_RELEASE);
+	bd->rq = NULL;
+	pthread_mutex_unlock(&bd->lock);
+	/* a pool poller may still hold a piece for the old queue: members drain on close */
+	gs_q_close(nq);
+	free(buf);
+	return ret;
+}
+
+int64_t gs_q_pool_verify(struct gs_q *q, gs_pool_progress progress, void *arg)
+{
+	struct gs_bdev *bd = pool_of(q);
+	const struct gs_pool_area *areas[2];
+	char *a0 = NULL, *ak = NULL;
+	uint64_t total, done = 0;
+	int64_t bad = 0;
+	int a;
+
+	if (!bd)
+		return -EINVAL;
+	areas[0] = &bd->geo.zone;
+	areas[1] = &bd->geo.data;
+	total = bd->geo.capacity;
+	a0 = aligned_alloc(4096, bd->geo.su);
+	ak = aligned_alloc(4096, bd->geo.su);
+	if (!a0 || !ak) {
+		bad = -ENOMEM;
+		goto out;
+	}
+	for (a = 0; a < 2 && bad >= 0; a++) {
+		const struct gs_pool_area *ar = areas[a];
+
+		for (uint64_t off = ar->lstart; off < ar->lstart + ar->lbytes; off += bd->geo.su) {
+			uint32_t m, k, have = 0;
+			uint64_t phys;
+
+			for (k = 0; k < ar->copies; k++) {
+				char *dst = have ? ak : a0;
+				ssize_t r;
+
+				gs_pool_locate(&bd->geo, off, k, &m, &phys);
+				if (!member_ok(bd, m))
+					continue;
+				r = gs_q_pread(bd->m[m].q, dst, bd->geo.su, phys);
+				if (r != (ssize_t)bd->geo.su) {
+					member_fail(bd, m, r < 0 ? r : -EIO);
+					continue;
+				}
+				if (have++ && memcmp(a0, ak, bd->geo.su)) {
+					gs_err("pool: logical bytes %llu..+%u differ between member "
+					       "copies (member %u)", (unsigned long long)off,
+					       bd->geo.su, m);
+					bad++;
+					break;
+				}
+			}
+			done += bd->geo.su;
+			if (progress)
+				progress(arg, done, total);
+		}
+	}
+out:
+	free(a0);
+	free(ak);
+	return bad;
+}

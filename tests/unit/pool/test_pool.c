@@ -1,0 +1,490 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Pools: the striping arithmetic (every logical byte has its copies on
+ * different members, the reverse map inverts the forward one, redundancy),
+ * and split/join through gs_q on real member files: stripe-crossing and
+ * unaligned requests land where the map says, read back whole, flushes,
+ * degraded reads after a member fails (fault backend), EIO when the only
+ * copy is gone, replace/rebuild, and corrupt/missing/foreign superblocks.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gstore.h"
+#include "gpuq/pool.h"
+#include "uapi/gstore_format.h"
+
+#define MB		(1u << 20)
+#define MEMBER		(24u * MB)
+#define SU		(16u * 1024)
+
+static char dir[256];
+static char paths[8][300];
+
+static void quiet(int level, const char *msg, void *arg)
+{
+	(void)level;
+	(void)msg;
+	(void)arg;
+}
+
+static int setup(void **state)
+{
+	const char *t = getenv("TMPDIR");
+
+	(void)state;
+	gs_set_log_func(getenv("POOL_TEST_LOG") ? NULL : quiet, NULL);
+	snprintf(dir, sizeof(dir), "%s/pool-test-XXXXXX", t && *t ? t : "/tmp");
+	if (!mkdtemp(dir))
+		return -1;
+	for (int i = 0; i < 8; i++)
+		snprintf(paths[i], sizeof(paths[i]), "%s/m%d", dir, i);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	char p[320];
+
+	(void)state;
+	for (int i = 0; i < 8; i++)
+		unlink(paths[i]);
+	snprintf(p, sizeof(p), "%s/new", dir);
+	unlink(p);
+	rmdir(dir);
+	return 0;
+}
+
+static void make_files(unsigned n, uint64_t size)
+{
+	for (unsigned i = 0; i < n; i++) {
+		int fd = open(paths[i], O_RDWR | O_CREAT | O_TRUNC, 0644);
+
+		assert_true(fd >= 0);
+		assert_int_equal(ftruncate(fd, (off_t)size), 0);
+		close(fd);
+	}
+}
+
+static void create(unsigned n, const char *layout)
+{
+	const char *p[8];
+	struct gs_pool_opts o = { .layout = layout, .stripe_unit = SU, .zone_bytes = 2 * MB };
+
+	for (unsigned i = 0; i < n; i++)
+		p[i] = paths[i];
+	make_files(n, MEMBER);
+	assert_int_equal(gs_pool_create(p, n, &o), 0);
+}
+
+static struct gs_q *open_pool(const char *fault)
+{
+	struct gs_q_params p = { .path = paths[0], .fault = fault, .max_pollers = 2 };
+	struct gs_q *q = NULL;
+	int ret = gs_q_open(&q, &p);
+
+	if (ret == -EINVAL) {
+		p.flags |= GS_Q_BUFFERED;
+		ret = gs_q_open(&q, &p);
+	}
+	return ret ? NULL : q;
+}
+
+static void fill(char *b, size_t len, uint64_t seed)
+{
+	for (size_t i = 0; i < len; i++)
+		b[i] = (char)((seed + i) * 2654435761u >> 13);
+}
+
+/* ---- arithmetic ---- */
+
+static void check_geo(uint32_t layout, uint32_t n)
+{
+	struct gs_pool_geo g;
+	uint64_t off, back;
+	uint32_t m, m2, k;
+	uint64_t phys;
+
+	assert_int_equal(gs_pool_geo_init(&g, layout, n, SU, 3 * SU + 1, MB, MEMBER), 0);
+	assert_int_equal(g.zone.lbytes, 4 * SU);	/* rounded up to stripe units */
+	assert_true(g.member_bytes <= MEMBER);
+	assert_int_equal(g.capacity, g.zone.lbytes + g.data.lbytes);
+	assert_true(g.data.lbytes > 0);
+	for (off = 0; off < g.capacity; off += SU / 2 + 4096) {
+		uint32_t copies = gs_pool_copies(&g, off);
+
+		assert_true(copies >= 1);
+		if (n >= 2 && off < g.zone.lbytes)
+			assert_true(copies >= 2);	/* metadata zone: two members at least */
+		for (k = 0; k < copies; k++) {
+			gs_pool_locate(&g, off, k, &m, &phys);
+			assert_true(m < n);
+			assert_true(phys >= MB && phys < g.member_bytes);
+			assert_int_equal(gs_pool_reverse(&g, m, phys, &back), 0);
+			assert_int_equal(back, off);
+			if (k) {
+				gs_pool_locate(&g, off, k - 1, &m2, &phys);
+				assert_int_not_equal(m, m2);
+			}
+		}
+	}
+	assert_int_equal(gs_pool_copies(&g, g.capacity), 0);
+	assert_int_equal(gs_pool_seg_len(&g, SU - 512, 4096), 512);
+	assert_int_equal(gs_pool_seg_len(&g, 2 * SU, 100), 100);
+	assert_int_equal(gs_pool_redundant(&g, 0), 1);
+	assert_int_equal(gs_pool_redundant(&g, 1), layout != GS_POOL_STRIPE || n == 1 ? n > 1 : 0);
+}
+
+static void test_geometry(void **state)
+{
+	(void)state;
+	for (uint32_t n = 1; n <= 8; n++) {
+		check_geo(GS_POOL_STRIPE, n);
+		check_geo(GS_POOL_MIRROR, n);
+		check_geo(GS_POOL_STRIPE_MIRROR, n);
+	}
+	/* stripe: data striped round-robin, one member each */
+	{
+		struct gs_pool_geo g;
+		uint32_t m;
+		uint64_t phys;
+
+		assert_int_equal(gs_pool_geo_init(&g, GS_POOL_STRIPE, 4, SU, SU * 4, MB, MEMBER),
+				 0);
+		for (uint32_t c = 0; c < 8; c++) {
+			gs_pool_locate(&g, g.zone.lbytes + (uint64_t)c * SU + 5, 0, &m, &phys);
+			assert_int_equal(m, c % 4);
+			assert_int_equal(phys, g.data.pbase + c / 4 * SU + 5);
+		}
+		/* capacity: 4 members' data rows */
+		assert_int_equal(g.data.lbytes, (MEMBER - MB) / SU * SU * 4 - g.zone.rows * SU * 4);
+	}
+	/* stripe+mirror with 3 members: two adjacent failures lose data, one does not */
+	{
+		struct gs_pool_geo g;
+
+		assert_int_equal(gs_pool_geo_init(&g, GS_POOL_STRIPE_MIRROR, 3, SU, SU, MB, MEMBER),
+				 0);
+		assert_int_equal(gs_pool_redundant(&g, 1u << 1), 1);
+		assert_int_equal(gs_pool_redundant(&g, 3), 0);
+	}
+	/* bad arguments */
+	{
+		struct gs_pool_geo g;
+
+		assert_int_equal(gs_pool_geo_init(&g, 9, 2, SU, SU, MB, MEMBER), -EINVAL);
+		assert_int_equal(gs_pool_geo_init(&g, GS_POOL_STRIPE, 2, 3000, SU, MB, MEMBER),
+				 -EINVAL);
+		assert_int_equal(gs_pool_geo_init(&g, GS_POOL_STRIPE, 2, SU, SU, MB, MB), -EINVAL);
+		assert_int_equal(gs_pool_geo_init(&g, GS_POOL_STRIPE, 0, SU, SU, MB, MEMBER),
+				 -EINVAL);
+	}
+}
+
+/* ---- through gs_q ---- */
+
+/* Read member @m at @phys straight from its file. */
+static void member_pread(uint32_t m, void *buf, size_t len, uint64_t phys)
+{
+	int fd = open(paths[m], O_RDONLY);
+
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, buf, len, (off_t)phys), (ssize_t)len);
+	close(fd);
+}
+
+static void load_geo(struct gs_pool_geo *g)
+{
+	struct gs_dpool_member sb;
+
+	member_pread(0, &sb, sizeof(sb), 0);
+	assert_int_equal(gs_pool_geo_load(g, sb.nmembers, sb.stripe_unit, sb.zone_copies,
+					  sb.copies, sb.zone_bytes, sb.data_bytes, sb.data_off), 0);
+}
+
+static void rw_layout(unsigned n, const char *layout)
+{
+	/* unaligned, stripe-crossing: 3 stripe units + 1 KiB at 1 KiB into a unit */
+	size_t len = 3 * SU + 1024;
+	uint64_t offs[] = { 1024, 2 * MB - 1024, 2 * MB + 5 * SU + 512, 0 };
+	char *w = aligned_alloc(4096, len + 4096), *r = aligned_alloc(4096, len + 4096);
+	struct gs_pool_geo g;
+	struct gs_q_geom qg;
+	struct gs_q *q;
+
+	create(n, layout);
+	q = open_pool(NULL);
+	assert_non_null(q);
+	assert_int_equal(gs_q_geometry(q, &qg), 0);
+	assert_int_equal(qg.nr_devices, n);
+	assert_int_equal(qg.opt_io, SU);
+	load_geo(&g);
+	assert_int_equal(qg.capacity, g.capacity);
+	offs[3] = g.capacity - len;
+	for (unsigned i = 0; i < 4; i++) {
+		uint64_t off = offs[i];
+
+		fill(w, len, off + n);
+		assert_int_equal(gs_q_pwrite(q, w, len, off), (ssize_t)len);
+	}
+	assert_int_equal(gs_q_flush(q), 0);
+	for (unsigned i = 0; i < 4; i++) {
+		uint64_t off = offs[i];
+
+		fill(w, len, off + n);
+		memset(r, 0, len);
+		assert_int_equal(gs_q_pread(q, r, len, off), (ssize_t)len);
+		assert_memory_equal(r, w, len);
+		memset(r, 0, len);
+		assert_int_equal(gs_q_pread_sync(q, r, len, off), (ssize_t)len);
+		assert_memory_equal(r, w, len);
+		/* every copy of every byte is where the map says */
+		for (uint64_t o = off; o < off + len; o += 700) {
+			for (uint32_t k = 0; k < gs_pool_copies(&g, o); k++) {
+				uint32_t m;
+				uint64_t phys;
+				char c;
+
+				gs_pool_locate(&g, o, k, &m, &phys);
+				member_pread(m, &c, 1, phys);
+				assert_int_equal(c, w[o - off]);
+			}
+		}
+	}
+	gs_q_close(q);
+	free(w);
+	free(r);
+}
+
+static void test_rw_all_layouts(void **state)
+{
+	static const char *layouts[] = { "stripe", "mirror", "stripe+mirror" };
+	static const unsigned ns[] = { 1, 2, 3, 4, 8 };
+
+	(void)state;
+	for (unsigned l = 0; l < 3; l++)
+		for (unsigned i = 0; i < sizeof(ns) / sizeof(ns[0]); i++)
+			rw_layout(ns[i], layouts[l]);
+}
+
+static int64_t cb_res[8];
+static int cb_fin[8];
+
+static void cb(struct gs_q_io *io, int64_t res)
+{
+	int i = (int)(uintptr_t)io->priv;
+
+	cb_res[i] = res;
+	__atomic_store_n(&cb_fin[i], 1, __ATOMIC_RELEASE);
+}
+
+static void test_callbacks(void **state)
+{
+	struct gs_q_io ios[8], *pio[8];
+	char *b = aligned_alloc(4096, 8 * 4 * SU), *w = aligned_alloc(4096, 4 * SU);
+	struct gs_q *q;
+
+	(void)state;
+	create(4, "stripe+mirror");
+	q = open_pool(NULL);
+	assert_non_null(q);
+	fill(w, 4 * SU, 7);
+	assert_int_equal(gs_q_pwrite(q, w, 4 * SU, 2 * MB), 4 * SU);
+	for (int i = 0; i < 8; i++) {
+		ios[i] = (struct gs_q_io){ .op = GS_OP_READ, .len = 2 * SU + 4096,
+					   .off = 2 * MB + (uint64_t)i * 1024,
+					   .buf = b + (size_t)i * 4 * SU, .done = cb,
+					   .priv = (void *)(uintptr_t)i };
+		pio[i] = &ios[i];
+		cb_fin[i] = 0;
+	}
+	assert_int_equal(gs_q_submit(q, pio, 8), 8);
+	for (int i = 0; i < 8; i++) {
+		while (!__atomic_load_n(&cb_fin[i], __ATOMIC_ACQUIRE))
+			usleep(100);
+		assert_int_equal(cb_res[i], 2 * SU + 4096);
+		assert_memory_equal(b + (size_t)i * 4 * SU, w + i * 1024, 2 * SU + 4096);
+	}
+	gs_q_close(q);
+	free(b);
+	free(w);
+}
+
+static void test_degraded(void **state)
+{
+	char *w = aligned_alloc(4096, 8 * SU), *r = aligned_alloc(4096, 8 * SU);
+	char info[4096];
+	struct gs_q *q;
+
+	(void)state;
+	/* mirrored: member 1 fails every I/O; reads and writes go on from the others */
+	create(4, "stripe+mirror");
+	q = open_pool("");
+	assert_non_null(q);
+	fill(w, 8 * SU, 1);
+	assert_int_equal(gs_q_pwrite(q, w, 8 * SU, 2 * MB), 8 * SU);
+	assert_int_equal(gs_q_fault(q, "m1:every=1"), 0);
+	assert_int_equal(gs_q_pread(q, r, 8 * SU, 2 * MB), 8 * SU);
+	assert_memory_equal(r, w, 8 * SU);
+	assert_true(gs_q_pool_info(q, info, sizeof(info)) > 0);
+	assert_non_null(strstr(info, "pool_state: degraded"));
+	assert_non_null(strstr(info, "member1: "));
+	assert_non_null(strstr(info, " failed "));
+	fill(w, 8 * SU, 2);
+	assert_int_equal(gs_q_pwrite(q, w, 8 * SU, 2 * MB + 512), 8 * SU);
+	assert_int_equal(gs_q_flush(q), 0);
+	assert_int_equal(gs_q_pread_sync(q, r, 8 * SU, 2 * MB + 512), 8 * SU);
+	assert_memory_equal(r, w, 8 * SU);
+	gs_q_close(q);
+
+	/* the failed member stays out at the next open (recorded on the others) */
+	q = open_pool(NULL);
+	assert_non_null(q);
+	assert_true(gs_q_pool_info(q, info, sizeof(info)) > 0);
+	assert_non_null(strstr(info, "pool_state: degraded"));
+	assert_int_equal(gs_q_pread(q, r, 8 * SU, 2 * MB + 512), 8 * SU);
+	assert_memory_equal(r, w, 8 * SU);
+
+	/* replace it: rebuilt, consistent, healthy again */
+	{
+		char np[320];
+		int fd;
+
+		snprintf(np, sizeof(np), "%s/new", dir);
+		fd = open(np, O_RDWR | O_CREAT | O_TRUNC, 0644);
+		assert_true(fd >= 0);
+		assert_int_equal(ftruncate(fd, MEMBER), 0);
+		close(fd);
+		assert_int_equal(gs_q_pool_member(q, paths[1]), 1);
+		assert_int_equal(gs_q_pool_replace(q, 1, np, NULL, NULL), 0);
+		assert_int_equal(gs_q_pool_verify(q, NULL, NULL), 0);
+		assert_true(gs_q_pool_info(q, info, sizeof(info)) > 0);
+		assert_non_null(strstr(info, "pool_state: ok"));
+		gs_q_close(q);
+		/* the new member is found by its hint; the old one no longer */
+		unlink(paths[1]);
+		q = open_pool(NULL);
+		assert_non_null(q);
+		assert_int_equal(gs_q_pread(q, r, 8 * SU, 2 * MB + 512), 8 * SU);
+		assert_memory_equal(r, w, 8 * SU);
+		gs_q_close(q);
+	}
+
+	/* stripe: data only on the failed member is EIO, never other bytes */
+	create(2, "stripe");
+	q = open_pool("");
+	assert_non_null(q);
+	fill(w, 8 * SU, 3);
+	assert_int_equal(gs_q_pwrite(q, w, 8 * SU, 2 * MB), 8 * SU);
+	assert_int_equal(gs_q_fault(q, "m0:every=1"), 0);
+	assert_int_equal(gs_q_pread(q, r, 8 * SU, 2 * MB), -EIO);
+	assert_int_equal(gs_q_pread_sync(q, r, 8 * SU, 2 * MB), -EIO);
+	/* the zone (metadata) still reads from member 1 */
+	assert_int_equal(gs_q_pread(q, r, 4096, 0), 4096);
+	assert_int_equal(gs_q_pool_replace(q, 0, paths[3], NULL, NULL), -ENODATA);
+	gs_q_close(q);
+	free(w);
+	free(r);
+}
+
+static void test_bad_members(void **state)
+{
+	struct gs_q *q;
+	int fd;
+
+	(void)state;
+	/* stripe: a missing member refuses the pool */
+	create(3, "stripe");
+	rename(paths[2], paths[5]);
+	assert_null(open_pool(NULL));
+	/* ... unless devices= names it where it is now */
+	{
+		char be[1000];
+		struct gs_q_params p = { .path = paths[0], .backend = be };
+
+		snprintf(be, sizeof(be), "pool:%s:%s:%s", paths[5], paths[0], paths[1]);
+		assert_int_equal(gs_q_open(&q, &p), 0);
+		gs_q_close(q);
+	}
+	rename(paths[5], paths[2]);
+	/* a corrupt member superblock (both copies) refuses a stripe pool */
+	fd = open(paths[1], O_RDWR);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, "garbage!", 8, 100), 8);
+	assert_int_equal(pwrite(fd, "garbage!", 8, 4096 + 100), 8);
+	close(fd);
+	assert_null(open_pool(NULL));
+	/* one copy bad: the other is used */
+	create(3, "stripe");
+	fd = open(paths[1], O_RDWR);
+	assert_int_equal(pwrite(fd, "garbage!", 8, 100), 8);
+	close(fd);
+	q = open_pool(NULL);
+	assert_non_null(q);
+	gs_q_close(q);
+	/* mirrored: a corrupt or foreign member runs degraded */
+	create(3, "mirror");
+	fd = open(paths[2], O_RDWR);
+	assert_int_equal(pwrite(fd, "garbage!", 8, 100), 8);
+	assert_int_equal(pwrite(fd, "garbage!", 8, 4096 + 100), 8);
+	close(fd);
+	q = open_pool(NULL);
+	assert_non_null(q);
+	{
+		char info[4096];
+
+		gs_q_pool_info(q, info, sizeof(info));
+		assert_non_null(strstr(info, "pool_state: degraded"));
+	}
+	gs_q_close(q);
+	/* a foreign member (another pool's) is left out: stripe refuses */
+	create(2, "stripe");
+	{
+		const char *p2[1] = { paths[6] };
+		struct gs_pool_opts o = { .layout = "stripe", .stripe_unit = SU,
+					  .zone_bytes = 2 * MB };
+		char be[1000];
+		struct gs_q_params p = { .path = paths[0], .backend = be };
+
+		fd = open(paths[6], O_RDWR | O_CREAT | O_TRUNC, 0644);
+		assert_int_equal(ftruncate(fd, MEMBER), 0);
+		close(fd);
+		assert_int_equal(gs_pool_create(p2, 1, &o), 0);
+		snprintf(be, sizeof(be), "pool:%s:%s", paths[0], paths[6]);
+		assert_int_not_equal(gs_q_open(&q, &p), 0);
+		unlink(paths[6]);
+	}
+	/* not a member at all: a plain image is not taken for a pool */
+	make_files(1, MEMBER);
+	assert_int_equal(gs_pool_is_member(paths[0]), 0);
+	/* bad create arguments */
+	{
+		const char *p2[2] = { paths[0], paths[0] };
+		struct gs_pool_opts o = { .layout = "raid5" };
+
+		assert_int_equal(gs_pool_create(p2, 1, &o), -EINVAL);
+		o.layout = "mirror";
+		assert_int_equal(gs_pool_create(p2, 2, &o), -EINVAL);	/* named twice */
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_geometry),
+		cmocka_unit_test(test_rw_all_layouts),
+		cmocka_unit_test(test_callbacks),
+		cmocka_unit_test(test_degraded),
+		cmocka_unit_test(test_bad_members),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
