@@ -82,6 +82,11 @@ int gs_graph_import(struct gs_fs *fs, const char *name, const char *path,
 		    const struct gs_graph_import_opts *o);
 int gs_graph_import_fd(struct gs_fs *fs, const char *name, int fd,
 		       const struct gs_graph_import_opts *o);
+/* Build the existing GS_T_GRAPH object @ino (made by mkdir in graph/, or a
+ * graph to replace) from @fd: one root commit switches it to the new graph,
+ * and nothing changes on failure.  No handle may be open on @ino. */
+int gs_graph_rebuild(struct gs_fs *fs, uint64_t ino, int fd,
+		     const struct gs_graph_import_opts *o);
 
 /* ---- open, info ---- */
 

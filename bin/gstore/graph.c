@@ -14,7 +14,9 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
+#include <stdbool.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -181,53 +183,133 @@ static const char *const fmt_names[] = {
 	[GS_GRAPH_FMT_WSG] = "wsg",
 };
 
-/* Through a mount: graph/NAME/ctl settings, then the file into edges. */
-static int import_mounted(const char *mnt, const char *name, const char *file, uint32_t flags)
+/* The value of "key: " in graph/NAME/info (text), or "" if absent. */
+static void info_value(const char *dir, const char *key, char *out, size_t size)
 {
-	char dir[4096], path[4200], buf[1 << 16];
+	char path[4200], line[512];
+	size_t kl = strlen(key);
+	FILE *f;
+
+	out[0] = 0;
+	snprintf(path, sizeof(path), "%s/info", dir);
+	f = fopen(path, "r");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, key, kl) && line[kl] == ':' && line[kl + 1] == ' ') {
+			line[strcspn(line, "\n")] = 0;
+			snprintf(out, size, "%s", line + kl + 2);
+			break;
+		}
+	fclose(f);
+}
+
+/* ctl lines for the settings of @o (graph/NAME/ctl, see fs/fuse/fuse_graph.c). */
+static int ctl_text(const struct gs_graph_import_opts *o, char *buf, size_t size)
+{
+	static const struct { uint32_t flag; const char *word; } words[] = {
+		{ GS_GRAPH_IMPORT_DIRECTED, "directed" }, { GS_GRAPH_IMPORT_UNDIRECTED, "undirected" },
+		{ GS_GRAPH_IMPORT_WEIGHTED, "weighted" }, { GS_GRAPH_IMPORT_UNWEIGHTED, "unweighted" },
+		{ GS_GRAPH_IMPORT_ID64, "id64" }, { GS_GRAPH_IMPORT_FIXED, "fixed" },
+	};
+	int n = snprintf(buf, size, "auto\nformat=%s\n",
+			 o->format ? fmt_names[o->format] : "auto");
+
+	for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
+		if (o->flags & words[i].flag)
+			n += snprintf(buf + n, size - n, "%s\n", words[i].word);
+	if (o->flags & GS_GRAPH_IMPORT_SLACK)
+		n += snprintf(buf + n, size - n, "slack=%u\n", o->slack_pct);
+	if (o->chain_max)
+		n += snprintf(buf + n, size - n, "chain_max=%u\n", o->chain_max);
+	if (o->nv)
+		n += snprintf(buf + n, size - n, "vertices=%" PRIu64 "\n", o->nv);
+	return n;
+}
+
+static int copy_fd(int in, int out)
+{
+	char buf[1 << 16];
+	ssize_t n;
+
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		for (ssize_t done = 0, k; done < n; done += k) {
+			k = write(out, buf + done, (size_t)(n - done));
+			if (k < 0)
+				return -errno;
+		}
+	return n < 0 ? -errno : 0;
+}
+
+/*
+ * Through a mount: graph/NAME made (mkdir) unless replacing, the settings
+ * written to its ctl, the file copied into its edges; the daemon builds
+ * at close, and a failed close means nothing changed: its message is
+ * info's build_error line.  A graph this command made is removed again.
+ */
+static int import_mounted(const char *mnt, const char *name, const char *file,
+			  const struct gs_graph_import_opts *o, double t0)
+{
+	char dir[4096], path[4200], ctl[256], msg[512], h[32];
+	bool made = false;
 	int in, out, ret = 0;
 	ssize_t n;
 
-	snprintf(dir, sizeof(dir), "%s/graph/%s", mnt, name);
-	if (mkdir(dir, 0755)) {
-		if (errno != EEXIST)
-			return gs_fail(-1, "%s: %s", dir, strerror(errno));
-		if (!(flags & GS_GRAPH_IMPORT_REPLACE))
-			return gs_fail(-1, "graph/%s exists (use --force to replace it)", name);
-	}
-	snprintf(path, sizeof(path), "%s/ctl", dir);
-	out = open(path, O_WRONLY);
-	if (out < 0)
-		return gs_fail(-1, "%s: %s", path, strerror(errno));
-	n = snprintf(buf, sizeof(buf), "auto\n%s%s",
-		     flags & GS_GRAPH_IMPORT_DIRECTED ? "directed\n" :
-		     flags & GS_GRAPH_IMPORT_UNDIRECTED ? "undirected\n" : "",
-		     flags & GS_GRAPH_IMPORT_WEIGHTED ? "weighted\n" :
-		     flags & GS_GRAPH_IMPORT_UNWEIGHTED ? "unweighted\n" : "");
-	if (write(out, buf, (size_t)n) != n)
-		ret = gs_fail(-1, "%s: %s", path, strerror(errno));
-	close(out);
-	if (ret)
-		return ret;
 	in = open(file, O_RDONLY);
 	if (in < 0)
 		return gs_fail(-1, "%s: %s", file, strerror(errno));
+	snprintf(dir, sizeof(dir), "%s/graph/%s", mnt, name);
+	if (mkdir(dir, 0755) == 0) {
+		made = true;
+	} else if (errno != EEXIST) {
+		ret = gs_fail(-1, "%s: %s", dir, strerror(errno));
+		goto close_in;
+	} else if (!(o->flags & GS_GRAPH_IMPORT_REPLACE)) {
+		ret = gs_fail(-1, "import %s: graph exists: use --force to replace it", file);
+		goto close_in;
+	}
+	snprintf(path, sizeof(path), "%s/ctl", dir);
+	out = open(path, O_WRONLY);
+	n = ctl_text(o, ctl, sizeof(ctl));
+	if (out < 0 || write(out, ctl, (size_t)n) != n) {
+		ret = gs_fail(-1, "%s: %s", path, strerror(errno));
+		if (out >= 0)
+			close(out);
+		goto undo;
+	}
+	close(out);
 	snprintf(path, sizeof(path), "%s/edges", dir);
 	out = open(path, O_WRONLY | O_TRUNC);
 	if (out < 0) {
-		close(in);
-		return gs_fail(-1, "%s: %s", path, strerror(errno));
+		ret = gs_fail(-1, "%s: %s", path, strerror(errno));
+		goto undo;
 	}
-	while ((n = read(in, buf, sizeof(buf))) > 0)
-		if (write(out, buf, (size_t)n) != n) {
-			ret = gs_fail(-1, "%s: %s", path, strerror(errno));
-			break;
-		}
-	close(in);
-	/* the graph is built when edges is closed: its error is close's */
+	ret = copy_fd(in, out);
+	/* the graph is built when edges is closed: the build's error is close's */
 	if (close(out) && !ret)
-		ret = gs_fail(-1, "building graph/%s: %s (see the daemon's log)", name,
-			      strerror(errno));
+		ret = -errno;
+	if (ret) {
+		info_value(dir, "build_error", msg, sizeof(msg));
+		ret = gs_fail(-1, "import %s: %s", file, msg[0] ? msg : strerror(-ret));
+		goto undo;
+	}
+	info_value(dir, "vertices", msg, sizeof(msg));
+	printf("graph/%s: %s vertices, ", name, msg);
+	info_value(dir, "edges", msg, sizeof(msg));
+	printf("%s edges, ", msg);
+	info_value(dir, "directed", msg, sizeof(msg));
+	printf("%s, ", strcmp(msg, "yes") ? "undirected" : "directed");
+	info_value(dir, "weighted", msg, sizeof(msg));
+	printf("%s, ", strcmp(msg, "yes") ? "unweighted" : "weighted");
+	info_value(dir, "disk_bytes", msg, sizeof(msg));
+	printf("%s on disk; %.2f s (built by the daemon)\n",
+	       gs_human(strtoull(msg, NULL, 10), h, sizeof(h)), now() - t0);
+	goto close_in;
+undo:
+	if (made && rmdir(dir))
+		gs_fail(0, "removing the graph/%s this import made: %s", name, strerror(errno));
+close_in:
+	close(in);
 	return ret;
 }
 
@@ -318,9 +400,21 @@ int cmd_import_graph(int argc, char **argv)
 		return 1;
 	const char *name = argv[optind], *file = argv[optind + 1];
 
+	if (!o.format) {
+		const char *dot = strrchr(file, '.');
+
+		/* by suffix; text or Matrix Market are told apart by content */
+		for (x = GS_GRAPH_FMT_MTX; dot && x <= GS_GRAPH_FMT_WSG; x++)
+			if (!strcasecmp(dot + 1, fmt_names[x]))
+				o.format = (uint32_t)x;
+	}
 	t0 = now();
-	if (io.mnt)
-		return import_mounted(io.mnt, name, file, o.flags) ? 1 : 0;
+	if (io.mnt) {
+		if (o.mem_bytes || o.tmpdir)
+			return gs_fail(2, "--mem and --tmpdir are for --image imports (through a "
+				       "mount the daemon sorts within its own budget)");
+		return import_mounted(io.mnt, name, file, &o, t0) ? 1 : 0;
+	}
 	if (img_mount(&io, &fs))
 		return 1;
 	o.progress = on_progress;

@@ -8,7 +8,10 @@
  *   updates         append "+ u v [w]" ... lines; a write fails as a whole
  *                   with the line's errno; fsync makes them durable
  *   ctl             "merge", "sync"; "directed", "undirected", "weighted",
- *                   "unweighted", "auto" set how the next edges build reads
+ *                   "unweighted", "format=text|mtx|sg|wsg|auto", "slack=N",
+ *                   "chain_max=N", "vertices=N", "id64", "fixed" set how the
+ *                   next edges build reads (gs_graph_import_opts); "auto"
+ *                   clears them
  *   v<ID>/          looked up, never listed; ENOENT past the vertices:
  *     neighbors     ids, little-endian at the graph's id width
  *     neighbors.txt one id per line
@@ -20,16 +23,26 @@
  * until the mount goes; an edges rebuild takes it exclusively, closes it,
  * builds in place and lets the next use reopen it.  Generated files are
  * filled at open (direct_io), so each open sees the current graph.
+ *
+ * A failed build fails close(2) of edges with the library's errno and
+ * changes nothing; its message (the parser's "line N: ...") is the
+ * "build_error:" line of info until the next build succeeds, which is how
+ * `gstore import graph --mount` reports it.  Only gstore_graph.h is used.
  */
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "fuse_internal.h"
-#include "../graph/graph_internal.h"
+#include "gs_log.h"
+#include "gstore_graph.h"
 
 enum kind {
 	K_INFO = 1, K_EDGES, K_UPDATES, K_CTL, K_VDIR,
@@ -61,15 +74,25 @@ static const struct vfile_desc vertex_files[] = {
 
 /* ---- one handle per graph object ---- */
 
+/* How the next edges build reads its input (ctl settings). */
+struct build_opts {
+	uint32_t flags;		/* GS_GRAPH_IMPORT_* */
+	uint32_t format;	/* enum gs_graph_format */
+	uint32_t slack_pct, chain_max;
+	uint64_t nv;
+};
+
 struct gh {
 	struct gh *next;
 	struct gs_fs *fs;
 	uint64_t ino;
+	uint64_t gen;		/* the object's generation: a reused ino is another graph */
 	pthread_rwlock_t rw;	/* shared by every use, exclusive for a rebuild */
 	struct gs_graph *g;	/* NULL: an empty graph object (no edges yet) */
 	int err;		/* opening failed with this (other than empty) */
 	bool loaded;
-	uint32_t build_flags;	/* GS_GRAPH_IMPORT_* for the next edges build */
+	struct build_opts bo;	/* for the next edges build */
+	char build_err[256];	/* why the last build failed ("" if it did not) */
 };
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -96,13 +119,33 @@ static struct gh *gh_find(struct gs_fs *fs, uint64_t ino)
 	return h;
 }
 
+/*
+ * An empty or unopenable handle holds no reference on its object, so the
+ * object may have been removed and its ino reused by another graph since:
+ * the generation tells.
+ */
+static bool gh_stale(struct gh *h)
+{
+	struct gs_stat st;
+
+	return !h->g && h->loaded && (gs_fs_getattr(h->fs, h->ino, &st) || st.gen != h->gen);
+}
+
 /* Open on first use (under the exclusive lock, so once). */
 static void gh_load(struct gh *h)
 {
+	struct gs_stat st;
 	int ret;
 
-	if (h->loaded)
+	if (h->loaded && !gh_stale(h))
 		return;
+	if (h->loaded) {
+		/* another object under the same ino: nothing of the old one applies */
+		h->err = 0;
+		h->build_err[0] = 0;
+		memset(&h->bo, 0, sizeof(h->bo));
+	}
+	h->gen = gs_fs_getattr(h->fs, h->ino, &st) ? 0 : st.gen;
 	ret = gs_graph_open_ino(h->fs, h->ino, 0, &h->g);
 	if (ret == -EROFS)
 		ret = gs_graph_open_ino(h->fs, h->ino, GS_GRAPH_RDONLY, &h->g);
@@ -121,7 +164,7 @@ static int gh_get(struct gs_fuse *gf, uint64_t ino, struct gh **hp)
 	if (!h)
 		return -ENOMEM;
 	pthread_rwlock_rdlock(&h->rw);
-	if (!h->loaded) {
+	if (!h->loaded || gh_stale(h)) {
 		pthread_rwlock_unlock(&h->rw);
 		pthread_rwlock_wrlock(&h->rw);
 		gh_load(h);
@@ -232,11 +275,17 @@ static int graph_readdir(struct gs_fuse *gf, const struct gs_vdir *dir, uint64_t
 static int gen_info(void *ctx, char *buf, size_t size)
 {
 	struct gh *h = ctx;
+	int n;
 
 	if (!h->g)
-		return snprintf(buf, size, "vertices: 0\nedges: 0\n"
-				"state: empty (write an edge list to edges)\n");
-	return gs_graph_info_text(h->g, buf, size);
+		n = snprintf(buf, size, "vertices: 0\nedges: 0\n"
+			     "state: empty (write an edge list to edges)\n");
+	else
+		n = gs_graph_info_text(h->g, buf, size);
+	if (n >= 0 && h->build_err[0])
+		n += snprintf(buf + n, (size_t)n < size ? size - n : 0, "build_error: %s\n",
+			      h->build_err);
+	return n;
 }
 
 struct vctx {
@@ -297,11 +346,22 @@ static int fill_list(struct gs_vfile *f, struct gh *h, uint64_t v, unsigned dir,
 		if (k == K_NEIGHBORS_TXT) {
 			len += (size_t)snprintf(out + len, cap - len, "%" PRIu64 "\n", ids[i]);
 		} else if (k == K_WEIGHTS) {
-			gr_st32(out + len, gr_f2u(w[i]));
+			uint32_t u;
+
+			memcpy(&u, &w[i], 4);
+			u = htole32(u);
+			memcpy(out + len, &u, 4);
+			len += 4;
+		} else if (gi.id_bytes == 4) {
+			uint32_t u = htole32((uint32_t)ids[i]);
+
+			memcpy(out + len, &u, 4);
 			len += 4;
 		} else {
-			gr_stid(out + len, gi.id_bytes, ids[i]);
-			len += gi.id_bytes;
+			uint64_t u = htole64(ids[i]);
+
+			memcpy(out + len, &u, 8);
+			len += 8;
 		}
 	}
 	f->buf = out;
@@ -503,6 +563,56 @@ static ssize_t write_updates(struct gs_fuse *gf, struct gs_vfile *f, const char 
 	return (ssize_t)size;
 }
 
+static int parse_num(const char *s, uint64_t max, uint64_t *v)
+{
+	char *end;
+
+	if (*s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	*v = strtoull(s, &end, 10);
+	return *end || errno || *v > max ? -EINVAL : 0;
+}
+
+/* "key=value" settings of the next build. */
+static int ctl_setting(struct build_opts *bo, const char *cmd)
+{
+	static const char *const formats[] = {
+		[GS_GRAPH_FMT_AUTO] = "auto", [GS_GRAPH_FMT_TEXT] = "text",
+		[GS_GRAPH_FMT_MTX] = "mtx", [GS_GRAPH_FMT_SG] = "sg", [GS_GRAPH_FMT_WSG] = "wsg",
+	};
+	const char *eq = strchr(cmd, '='), *val = eq ? eq + 1 : NULL;
+	size_t klen = eq ? (size_t)(eq - cmd) : 0;
+	uint64_t v;
+
+	if (!eq)
+		return -EINVAL;
+	if (klen == 6 && !strncmp(cmd, "format", 6)) {
+		for (uint32_t i = 0; i < NELEM(formats); i++)
+			if (!strcmp(val, formats[i])) {
+				bo->format = i;
+				return 0;
+			}
+		return -EINVAL;
+	}
+	if (klen == 5 && !strncmp(cmd, "slack", 5)) {
+		if (parse_num(val, 90, &v))
+			return -EINVAL;
+		bo->slack_pct = (uint32_t)v;
+		bo->flags |= GS_GRAPH_IMPORT_SLACK;
+		return 0;
+	}
+	if (klen == 9 && !strncmp(cmd, "chain_max", 9)) {
+		if (parse_num(val, 1u << 20, &v) || !v)
+			return -EINVAL;
+		bo->chain_max = (uint32_t)v;
+		return 0;
+	}
+	if (klen == 8 && !strncmp(cmd, "vertices", 8))
+		return parse_num(val, UINT64_MAX - 1, &bo->nv);
+	return -EINVAL;
+}
+
 static int ctl_command(struct gh *h, const char *cmd)
 {
 	static const struct {
@@ -513,19 +623,24 @@ static int ctl_command(struct gh *h, const char *cmd)
 		{ "undirected", GS_GRAPH_IMPORT_UNDIRECTED, GS_GRAPH_IMPORT_DIRECTED },
 		{ "weighted", GS_GRAPH_IMPORT_WEIGHTED, GS_GRAPH_IMPORT_UNWEIGHTED },
 		{ "unweighted", GS_GRAPH_IMPORT_UNWEIGHTED, GS_GRAPH_IMPORT_WEIGHTED },
-		{ "auto", 0, ~0u },
+		{ "id64", GS_GRAPH_IMPORT_ID64, 0 },
+		{ "fixed", GS_GRAPH_IMPORT_FIXED, 0 },
 	};
 
 	if (!strcmp(cmd, "merge"))
 		return h->g ? gs_graph_merge(h->g) : 0;
 	if (!strcmp(cmd, "sync"))
 		return h->g ? gs_graph_sync(h->g) : 0;
+	if (!strcmp(cmd, "auto")) {
+		memset(&h->bo, 0, sizeof(h->bo));
+		return 0;
+	}
 	for (size_t i = 0; i < NELEM(settings); i++)
 		if (!strcmp(cmd, settings[i].word)) {
-			h->build_flags = (h->build_flags & ~settings[i].clear) | settings[i].set;
+			h->bo.flags = (h->bo.flags & ~settings[i].clear) | settings[i].set;
 			return 0;
 		}
-	return -EINVAL;
+	return ctl_setting(&h->bo, cmd);
 }
 
 static ssize_t write_ctl(struct gs_fuse *gf, struct gs_vfile *f, const char *buf, size_t size)
@@ -592,6 +707,7 @@ static int rebuild(struct gs_fuse *gf, struct gs_vfile *f)
 	struct wstate *ws = f->priv;
 	struct gs_graph_import_opts o = { 0 };
 	struct gh *h = gh_find(gs_fuse_fs(gf), f->vn->obj);
+	char err[sizeof(h->build_err)] = "";
 	int ret;
 
 	if (!h)
@@ -599,17 +715,28 @@ static int rebuild(struct gs_fuse *gf, struct gs_vfile *f)
 	ws->written = false;
 	pthread_rwlock_wrlock(&h->rw);
 	gh_load(h);
-	o.flags = h->build_flags;
-	o.format = (uint32_t)gr_detect_format(ws->fd, NULL);
-	if (o.format != GS_GRAPH_FMT_TEXT && o.format != GS_GRAPH_FMT_MTX)
-		o.format = GS_GRAPH_FMT_TEXT;
+	o.flags = h->bo.flags;
+	o.format = h->bo.format;	/* AUTO: text or Matrix Market, by content */
+	o.slack_pct = h->bo.slack_pct;
+	o.chain_max = h->bo.chain_max;
+	o.nv = h->bo.nv;
+	o.err = err;
+	o.errlen = sizeof(err);
 	if (h->g) {
 		gs_graph_close(h->g);
 		h->g = NULL;
 	}
 	ret = lseek(ws->fd, 0, SEEK_SET) < 0 ? -errno : 0;
 	if (!ret)
-		ret = gr_rebuild_ino(h->fs, h->ino, ws->fd, &o);
+		ret = gs_graph_rebuild(h->fs, h->ino, ws->fd, &o);
+	if (ret) {
+		/* kept for info: the writer's close(2) has only the errno */
+		snprintf(h->build_err, sizeof(h->build_err), "%s", err[0] ? err : strerror(-ret));
+		gs_warn("graph ino %" PRIu64 ": build from edges failed: %s", h->ino,
+			h->build_err);
+	} else {
+		h->build_err[0] = 0;
+	}
 	h->loaded = false;	/* the next use opens whatever is there now */
 	h->err = 0;
 	gh_load(h);

@@ -329,3 +329,8 @@ free_sorters:
 	gr_sorter_free(b.s[1]);
 	return ret;
 }
+
+int gs_graph_rebuild(struct gs_fs *fs, uint64_t ino, int fd, const struct gs_graph_import_opts *o)
+{
+	return gr_rebuild_ino(fs, ino, fd, o);
+}
