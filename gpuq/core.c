@@ -112,24 +112,38 @@ static struct qring *rings_del(struct gs_q *q, struct gs_ring *r)
 	return qr;
 }
 
-int gs_q_ring_add(struct gs_q *q, struct gs_ring *ring, void *buf_base, size_t buf_len)
+/* The poller's private copy of the ring's geometry, from the snapshot @h. */
+static void qring_geom(struct qring *qr, struct gs_ring *ring, const struct gs_ring *h)
 {
+	qr->r = ring;
+	qr->sq = (struct gs_sq_slot *)((char *)ring + h->sq_off);
+	qr->cq = (struct gs_cq_slot *)((char *)ring + h->cq_off);
+	qr->cw = (struct gs_cword *)((char *)ring + h->cw_off);
+	qr->sq_mask = h->sq_entries - 1;
+	qr->cq_mask = h->cq_entries - 1;
+	qr->ncw = h->ncw;
+	qr->flags = h->flags;
+}
+
+static int ring_add(struct gs_q *q, struct gs_ring *ring, size_t ring_bytes, void *buf_base,
+		    size_t buf_len, int bounded)
+{
+	struct gs_ring h;
 	struct qring *qr;
 	int ret;
 
 	if (!q || !ring || (!buf_base && buf_len))
 		return -EINVAL;
-	ret = gs_ring_check(ring);
+	ret = gs_ring_snapshot(ring, ring_bytes, &h);
 	if (ret)
 		return ret;
 	qr = calloc(1, sizeof(*qr));
 	if (!qr)
 		return -ENOMEM;
-	qr->r = ring;
+	qring_geom(qr, ring, &h);
 	qr->buf_base = buf_base;
 	qr->buf_len = buf_len;
-	qr->flags = ring->flags;
-	qr->ncw = ring->ncw;
+	qr->bounded = bounded;
 	pthread_mutex_lock(&q->lock);
 	ret = rings_add(q, qr);
 	pthread_mutex_unlock(&q->lock);
@@ -140,6 +154,60 @@ int gs_q_ring_add(struct gs_q *q, struct gs_ring *ring, void *buf_base, size_t b
 	/* poller 0 may sleep without having set sleepers on the new ring */
 	gs_q_kick(q);
 	return 0;
+}
+
+int gs_q_ring_add(struct gs_q *q, struct gs_ring *ring, void *buf_base, size_t buf_len)
+{
+	return ring_add(q, ring, 0, buf_base, buf_len, 0);
+}
+
+int gs_q_ring_add_bounded(struct gs_q *q, struct gs_ring *ring, size_t ring_bytes,
+			  void *buf_base, size_t buf_len)
+{
+	if (ring_bytes < sizeof(*ring))
+		return -EINVAL;
+	return ring_add(q, ring, ring_bytes, buf_base, buf_len, 1);
+}
+
+int gs_q_ring_set_bounds(struct gs_q *q, struct gs_ring *ring, const struct gs_q_bound *b,
+			 unsigned n)
+{
+	struct qbounds *nb, *old = NULL;
+	struct ringset *rs;
+	int ret;
+
+	if (!q || !ring)
+		return -EINVAL;
+	ret = gs_bounds_build(b, n, &nb);
+	if (ret)
+		return ret;
+	ret = -ENOENT;
+	pthread_mutex_lock(&q->lock);
+	rs = q->rings;
+	for (unsigned i = 0; rs && i < rs->n; i++) {
+		struct qring *qr = rs->r[i];
+
+		if (qr->r != ring)
+			continue;
+		if (!qr->bounded) {
+			ret = -EINVAL;
+			break;
+		}
+		old = qr->bounds;
+		/* release: the table's contents before the pointer pollers load */
+		__atomic_store_n(&qr->bounds, nb, __ATOMIC_RELEASE);
+		nb = NULL;
+		/* a poller may still check a request against @old: wait until every
+		 * poller has passed a loop top (as for a replaced ring set) */
+		if (q->pollers)
+			rings_quiesce(q, __atomic_add_fetch(&q->ring_gen, 1, __ATOMIC_SEQ_CST));
+		ret = 0;
+		break;
+	}
+	pthread_mutex_unlock(&q->lock);
+	free(old);
+	free(nb);
+	return ret;
 }
 
 int gs_q_ring_del(struct gs_q *q, struct gs_ring *ring)
@@ -153,9 +221,14 @@ int gs_q_ring_del(struct gs_q *q, struct gs_ring *ring)
 	pthread_mutex_unlock(&q->lock);
 	if (!qr)
 		return -ENOENT;
+	/* release: pollers holding its completions for a full cq drop them now
+	 * (nobody may be left to drain it) instead of waiting for space */
+	__atomic_store_n(&qr->dead, 1, __ATOMIC_RELEASE);
+	gs_pollers_wake_all(q);
 	/* acquire: the pollers' last completions into the ring are done */
 	while (__atomic_load_n(&qr->inflight, __ATOMIC_ACQUIRE))
 		usleep(100);
+	free(qr->bounds);
 	free(qr);
 	return 0;
 }
@@ -180,6 +253,7 @@ static const struct gs_backend_ops *pick_backend(const struct gs_q_params *p, in
 static int iring_create(struct gs_q *q, uint32_t entries)
 {
 	size_t bytes = gs_ring_bytes(entries, 1, 0);
+	struct gs_ring h;
 	int ret;
 
 	q->iring = aligned_alloc(GS_CACHELINE, (bytes + GS_CACHELINE - 1) & ~(size_t)63);
@@ -191,7 +265,10 @@ static int iring_create(struct gs_q *q, uint32_t entries)
 		ret = -ENOMEM;
 		goto free_ring;
 	}
-	q->iqr->r = q->iring;
+	ret = gs_ring_snapshot(q->iring, 0, &h);
+	if (ret)
+		goto free_qr;
+	qring_geom(q->iqr, q->iring, &h);
 	q->iqr->internal = 1;
 	ret = rings_add(q, q->iqr);
 	if (ret)
@@ -303,8 +380,10 @@ void gs_q_close(struct gs_q *q)
 		return;
 	gs_pollers_stop(q);
 	rs = q->rings;
-	for (i = 0; rs && i < rs->n; i++)
+	for (i = 0; rs && i < rs->n; i++) {
+		free(rs->r[i]->bounds);
 		free(rs->r[i]);
+	}
 	free(rs);
 	free(q->iring);
 	q->ops->close(q->bd);
@@ -588,6 +667,8 @@ void gs_q_get_stats(struct gs_q *q, struct gs_q_stats *st)
 		st->errors += __atomic_load_n(&p->st.errors, __ATOMIC_RELAXED);
 		st->submits += __atomic_load_n(&p->st.submits, __ATOMIC_RELAXED);
 		st->sleeps += __atomic_load_n(&p->st.sleeps, __ATOMIC_RELAXED);
+		st->denied += __atomic_load_n(&p->st.denied, __ATOMIC_RELAXED);
+		st->cq_dropped += __atomic_load_n(&p->st.cq_dropped, __ATOMIC_RELAXED);
 		st->inflight += __atomic_load_n(&p->inflight, __ATOMIC_RELAXED);
 	}
 	st->reqs += __atomic_load_n(&q->sync_st.reqs, __ATOMIC_RELAXED);

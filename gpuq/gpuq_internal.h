@@ -32,14 +32,44 @@
 /* Poller states (p->state). */
 enum { PS_RUN, PS_SLEEP, PS_PARKED, PS_EXIT };
 
-/* One ring served by the pollers. */
+/*
+ * A bounded ring's allowed device ranges (gs_q_ring_set_bounds()),
+ * normalised: sorted, disjoint, adjacent ranges of equal permission merged.
+ * Immutable once published; replaced whole (qring.bounds) and freed after
+ * every poller has passed a loop top (ring_gen, as the ring set).
+ */
+struct qbounds {
+	uint32_t n;
+	uint32_t perms;		/* union of b[].perm: no GS_Q_BOUND_WRITE, no flush */
+	struct qbound {
+		uint64_t start, end;	/* device bytes [start, end) */
+		uint32_t perm;		/* GS_Q_BOUND_* */
+	} b[];
+};
+
+/*
+ * One ring served by the pollers.  The geometry (slot arrays, masks, ncw)
+ * is copied here at gs_q_ring_add() and never read from the ring header
+ * again: another process may rewrite that header at any time.  Only the
+ * head/tail counters and slot seq words are read from shared memory, and
+ * only ever masked into the slot arrays.
+ */
 struct qring {
 	struct gs_ring *r;
+	struct gs_sq_slot *sq;
+	struct gs_cq_slot *cq;
+	struct gs_cword *cw;
+	uint32_t sq_mask, cq_mask;
+	uint32_t ncw;		/* completion words */
+	uint32_t flags;		/* GS_RING_* */
 	char *buf_base;		/* GS_SQE_BUF_OFF region */
 	size_t buf_len;
-	uint32_t flags;		/* GS_RING_* as read at gs_q_ring_add() */
-	uint32_t ncw;		/* completion words, as read at gs_q_ring_add() */
 	int internal;		/* the in-process ring: GS_SQE_CB allowed */
+	/* another process's ring: requests checked against bounds, buffers only
+	 * in the region, cqes that find the cq full dropped (and counted) */
+	int bounded;
+	struct qbounds *bounds;	/* shared: acquire/release; NULL: refuse all */
+	uint32_t dead;		/* shared: gs_q_ring_del() under way, cqes dropped */
 	uint64_t inflight;	/* shared: popped requests not yet completed */
 };
 
@@ -62,6 +92,7 @@ struct preq {
 
 struct gs_poller_stats {
 	uint64_t reqs, read_bytes, write_bytes, errors, submits, sleeps;
+	uint64_t denied, cq_dropped;
 };
 
 struct poller {
@@ -170,9 +201,13 @@ void gs_poller_wake(struct poller *p);
 void gs_pollers_wake_all(struct gs_q *q);
 
 /* ring.c */
-int gs_ring_check(struct gs_ring *r);
+int gs_ring_snapshot(struct gs_ring *r, size_t bytes, struct gs_ring *h);
 void gs_futex_wake(uint32_t *word, int shared);
 int gs_futex_wait(uint32_t *word, uint32_t val, int shared, int64_t timeout_ns);
+
+/* bounds.c */
+int gs_bounds_build(const struct gs_q_bound *b, unsigned n, struct qbounds **out);
+int gs_bounds_check(const struct qbounds *qb, uint64_t off, uint64_t len, uint32_t need);
 
 /* fault.c */
 int gs_fault_set(struct gs_bdev *bd, const char *spec);

@@ -70,6 +70,9 @@
 #define BATCH_DIV	16
 #endif
 #define BATCH_MAX	32
+/* a bounded ring's pops and cq pushes give up after this many lost races:
+ * its producer can rewrite the counters and seq words they race on */
+#define RING_TRIES	64
 
 #define STAT_ADD(p, f, v) \
 	__atomic_store_n(&(p)->st.f, __atomic_load_n(&(p)->st.f, __ATOMIC_RELAXED) + (v), \
@@ -157,21 +160,30 @@ static void cq_notify_all(struct poller *p)
 	p->ncqn = 0;
 }
 
-/* Returns 0 when delivered, -EAGAIN when the cq is full (retry later). */
+/*
+ * Returns 0 when delivered, -EAGAIN when the cq is full (retry later).  A
+ * bounded ring's cqe that finds its cq full is dropped and counted instead,
+ * and so is any cqe of a ring being deleted: neither may hold the request.
+ */
 static int deliver(struct poller *p, struct preq *rq, int64_t res)
 {
 	struct qring *qr = rq->qr;
-	struct gs_ring *r = qr->r;
 	uint8_t fl = rq->sqe.flags;
+	int posted = 0;
 
 	if (fl & GS_SQE_CQE) {
 		struct gs_cqe c = { .tag = rq->sqe.tag, .res = res };
 
-		if (gs_cq_try_push(r, &c))
+		posted = !gs_cq_try_push_at(qr->cq, qr->cq_mask, &qr->r->cq_tail, &c,
+					    qr->bounded ? RING_TRIES : 0);
+		/* acquire: pairs with gs_q_ring_del()'s release of dead */
+		if (!posted && !qr->bounded && !__atomic_load_n(&qr->dead, __ATOMIC_ACQUIRE))
 			return -EAGAIN;
+		if (!posted)
+			STAT_ADD(p, cq_dropped, 1);
 	}
 	if ((fl & GS_SQE_CW) && rq->sqe.cw < qr->ncw) {
-		struct gs_cword *w = &gs_ring_cw(r)[rq->sqe.cw];
+		struct gs_cword *w = &qr->cw[rq->sqe.cw];
 
 		gs_cw_complete(w, res);
 		/*
@@ -188,7 +200,7 @@ static int deliver(struct poller *p, struct preq *rq, int64_t res)
 
 		io->done(io, res);
 	}
-	if (fl & GS_SQE_CQE)
+	if (posted)
 		cq_note(p, qr);
 	else
 		/* release: our writes into the ring before gs_q_ring_del() frees it */
@@ -382,9 +394,36 @@ static int region_index(struct gs_q *q, char *buf, uint32_t len)
 	return -1;
 }
 
-/* Validate a request; fills the bio.  0 or -errno. */
-static int prep(struct gs_q *q, struct preq *rq)
+/*
+ * A bounded ring's request: inside the ring's bounds with the permission
+ * its op needs (a flush needs write permission somewhere), its buffer an
+ * offset into the ring's region.  0, or the -errno it completes with; the
+ * refusal is counted.
+ */
+static int prep_bounded(struct poller *p, struct qring *qr, const struct gs_sqe *e)
 {
+	/* acquire: pairs with gs_q_ring_set_bounds()'s release of the table */
+	const struct qbounds *qb = __atomic_load_n(&qr->bounds, __ATOMIC_ACQUIRE);
+	uint32_t need = e->op == GS_OP_READ ? GS_Q_BOUND_READ : GS_Q_BOUND_WRITE;
+	int ret = -EACCES;
+
+	if (e->op == GS_OP_FLUSH) {
+		if (qb && (qb->perms & GS_Q_BOUND_WRITE))
+			return 0;
+	} else if (!(e->flags & GS_SQE_BUF_OFF)) {
+		ret = -EFAULT;	/* an address in our space: never from another process */
+	} else {
+		ret = gs_bounds_check(qb, e->off, e->len, need);
+	}
+	if (ret)
+		STAT_ADD(p, denied, 1);
+	return ret;
+}
+
+/* Validate a request; fills the bio.  0 or -errno. */
+static int prep(struct poller *p, struct preq *rq)
+{
+	struct gs_q *q = p->q;
 	struct gs_sqe *e = &rq->sqe;
 	struct qring *qr = rq->qr;
 	struct gs_bio *b = &rq->bio;
@@ -400,6 +439,12 @@ static int prep(struct gs_q *q, struct preq *rq)
 	b->op = e->op;
 	b->buf_index = -1;
 	b->priv = rq;
+	if (qr->bounded) {
+		int ret = prep_bounded(p, qr, e);
+
+		if (ret)
+			return ret;
+	}
 	if (e->op == GS_OP_FLUSH)
 		return 0;
 	if (e->len > q->geom.max_io || e->off > q->geom.capacity ||
@@ -408,8 +453,11 @@ static int prep(struct gs_q *q, struct preq *rq)
 	if (e->op == GS_OP_WRITE && (q->flags & GS_Q_RDONLY))
 		return -EBADF;
 	if (e->flags & GS_SQE_BUF_OFF) {
-		if (!qr->buf_base || e->buf > qr->buf_len || e->len > qr->buf_len - e->buf)
+		if (!qr->buf_base || e->buf > qr->buf_len || e->len > qr->buf_len - e->buf) {
+			if (qr->bounded)
+				STAT_ADD(p, denied, 1);
 			return -EFAULT;
+		}
 		buf = qr->buf_base + e->buf;
 	} else if (!buf) {
 		return -EFAULT;
@@ -431,7 +479,7 @@ static void take(struct poller *p, struct qring *qr, const struct gs_sqe *e)
 	rq->qr = qr;
 	/* relaxed: published to gs_q_ring_del() by our next seen_gen release */
 	__atomic_fetch_add(&qr->inflight, 1, __ATOMIC_RELAXED);
-	ret = prep(p->q, rq);
+	ret = prep(p, rq);
 	if (ret) {
 		complete(p, rq, ret);
 		return;
@@ -487,6 +535,15 @@ static void maybe_grow(struct poller *p)
 	}
 }
 
+/* Requests wait in @qr (a hint).  A bounded ring's counters could claim
+ * work forever: for it, only a filled slot at the head counts. */
+static int ring_waiting(struct qring *qr)
+{
+	if (qr->bounded)
+		return gs_sq_ready_at(qr->sq, qr->sq_mask, &qr->r->sq_head);
+	return gs_sq_pending(qr->r) != 0;
+}
+
 static int pop_round(struct poller *p, struct ringset *rs)
 {
 	unsigned n = rs->n, k, start = p->rr++;
@@ -494,16 +551,21 @@ static int pop_round(struct poller *p, struct ringset *rs)
 
 	for (k = 0; k < n; k++) {
 		struct qring *qr = rs->r[(start + k) % n];
+		unsigned tries = qr->bounded ? RING_TRIES : 0, budget = p->depth;
 		struct gs_sqe e;
 
-		while (p->free && gs_sq_try_pop(qr->r, &e)) {
+		/* at most a queue's worth per ring and round: requests refused at
+		 * once free their slot, and a producer refilling as fast as we pop
+		 * must not keep us from the other rings */
+		while (p->free && budget-- &&
+		       gs_sq_try_pop_at(qr->sq, qr->sq_mask, &qr->r->sq_head, &e, tries)) {
 			take(p, qr, &e);
 			popped++;
 		}
 		if (!p->free) {
-			backlog = gs_sq_pending(qr->r) != 0;
+			backlog = ring_waiting(qr);
 			for (k++; !backlog && k < n; k++)
-				backlog = gs_sq_pending(rs->r[(start + k) % n]->r) != 0;
+				backlog = ring_waiting(rs->r[(start + k) % n]);
 			break;
 		}
 	}
@@ -556,7 +618,7 @@ static int rings_pending(struct ringset *rs)
 	unsigned i;
 
 	for (i = 0; i < rs->n; i++)
-		if (gs_sq_pending(rs->r[i]->r))
+		if (ring_waiting(rs->r[i]))
 			return 1;
 	return 0;
 }

@@ -81,18 +81,38 @@ int gs_ring_init(void *mem, size_t bytes, uint32_t sq_entries, uint32_t cq_entri
 	return 0;
 }
 
-/* Check a ring someone else formatted (another process may have). */
-int gs_ring_check(struct gs_ring *r)
+/*
+ * Copy the header of a ring someone else formatted (another process may
+ * have, and may still write it) into *h, reading it once, and check the
+ * copy: the caller uses only the copy from then on.  @bytes: the memory
+ * the ring lives in; 0 when the caller formatted it itself.
+ */
+int gs_ring_snapshot(struct gs_ring *r, size_t bytes, struct gs_ring *h)
 {
-	if (((uintptr_t)r & (GS_CACHELINE - 1)) ||
-	    __atomic_load_n(&r->magic, __ATOMIC_ACQUIRE) != GS_RING_MAGIC ||
-	    r->version != GS_RING_VERSION)
+	if ((uintptr_t)r & (GS_CACHELINE - 1))
 		return -EINVAL;
-	if (!is_pow2(r->sq_entries) || !is_pow2(r->cq_entries) ||
-	    r->bytes < gs_ring_bytes(r->sq_entries, r->cq_entries, r->ncw) ||
-	    r->sq_off != sizeof(*r) ||
-	    r->cq_off != r->sq_off + (uint64_t)r->sq_entries * sizeof(struct gs_sq_slot) ||
-	    r->cw_off != r->cq_off + align64((size_t)r->cq_entries * sizeof(struct gs_cq_slot)))
+	/* acquire: the formatting before the magic that says it is done */
+	h->magic = __atomic_load_n(&r->magic, __ATOMIC_ACQUIRE);
+	/* one read of each field: later changes to *r do not reach the copy */
+	h->version = __atomic_load_n(&r->version, __ATOMIC_RELAXED);
+	h->sq_entries = __atomic_load_n(&r->sq_entries, __ATOMIC_RELAXED);
+	h->cq_entries = __atomic_load_n(&r->cq_entries, __ATOMIC_RELAXED);
+	h->ncw = __atomic_load_n(&r->ncw, __ATOMIC_RELAXED);
+	h->flags = __atomic_load_n(&r->flags, __ATOMIC_RELAXED);
+	h->sq_off = __atomic_load_n(&r->sq_off, __ATOMIC_RELAXED);
+	h->cq_off = __atomic_load_n(&r->cq_off, __ATOMIC_RELAXED);
+	h->cw_off = __atomic_load_n(&r->cw_off, __ATOMIC_RELAXED);
+	h->bytes = __atomic_load_n(&r->bytes, __ATOMIC_RELAXED);
+	if (h->magic != GS_RING_MAGIC || h->version != GS_RING_VERSION)
+		return -EINVAL;
+	if (!is_pow2(h->sq_entries) || !is_pow2(h->cq_entries) ||
+	    h->sq_entries > RING_MAX_ENTRIES || h->cq_entries > RING_MAX_ENTRIES ||
+	    h->ncw > RING_MAX_ENTRIES || (h->flags & ~(uint32_t)GS_RING_POLLED) ||
+	    h->bytes < gs_ring_bytes(h->sq_entries, h->cq_entries, h->ncw) ||
+	    (bytes && h->bytes > bytes) ||
+	    h->sq_off != sizeof(*r) ||
+	    h->cq_off != h->sq_off + (uint64_t)h->sq_entries * sizeof(struct gs_sq_slot) ||
+	    h->cw_off != h->cq_off + align64((size_t)h->cq_entries * sizeof(struct gs_cq_slot)))
 		return -EINVAL;
 	return 0;
 }

@@ -123,8 +123,40 @@ int gs_ring_init(void *mem, size_t bytes, uint32_t sq_entries, uint32_t cq_entri
  * GS_SQE_BUF_OFF offsets are relative to (may be NULL/0). */
 int gs_q_ring_add(struct gs_q *q, struct gs_ring *ring, void *buf_base, size_t buf_len);
 /* Stop serving @ring; waits until its popped requests have completed.
- * Requests still queued in it are left there, unserved. */
+ * Requests still queued in it are left there, unserved; completions that
+ * find its cq full are dropped. */
 int gs_q_ring_del(struct gs_q *q, struct gs_ring *ring);
+
+/*
+ * Rings another process produces into, which the queue's owner does not
+ * trust (the attach server's clients).  The ring's geometry is read once,
+ * here, from @ring (@ring_bytes: the memory it lives in) and never again;
+ * requests must name their buffer as a GS_SQE_BUF_OFF offset into
+ * [@buf_base, @buf_base + @buf_len) (-EFAULT otherwise) and must lie inside
+ * the ring's bounds: a request outside every range, a write to a range
+ * without GS_Q_BOUND_WRITE, or a flush on a ring without any, completes
+ * with -EACCES.  Both refusals count in gs_q_stats.denied and nothing is
+ * executed.  A completion that finds the ring's cq full is dropped and
+ * counted (cq_dropped), so a client that never drains its cq holds no
+ * poller resources.  A ring starts with no bounds: everything is refused
+ * until gs_q_ring_set_bounds().
+ */
+enum {
+	GS_Q_BOUND_READ = 1u << 0,
+	GS_Q_BOUND_WRITE = 1u << 1,
+};
+struct gs_q_bound {
+	uint64_t off, len;	/* device bytes */
+	uint32_t perm;		/* GS_Q_BOUND_* */
+	uint32_t rsvd;		/* 0 */
+};
+int gs_q_ring_add_bounded(struct gs_q *q, struct gs_ring *ring, size_t ring_bytes,
+			  void *buf_base, size_t buf_len);
+/* Replace the bounds of a bounded ring with @n ranges (any order; they may
+ * overlap: permissions add up).  Requests popped afterwards see the new
+ * table.  -EINVAL for a ring added with gs_q_ring_add(). */
+int gs_q_ring_set_bounds(struct gs_q *q, struct gs_ring *ring, const struct gs_q_bound *b,
+			 unsigned n);
 /* Wake the pollers if they sleep (CPU producers; GPU rings are polled). */
 void gs_q_kick(struct gs_q *q);
 /* eventfd that gs_q_kick() writes; handed to other processes. */
@@ -149,6 +181,8 @@ struct gs_q_stats {
 	uint32_t active_pollers;
 	uint32_t max_pollers;
 	uint32_t rings;
+	uint64_t denied;	/* bounded rings' requests refused (bounds, buffer) */
+	uint64_t cq_dropped;	/* bounded rings' completions dropped: cq full */
 };
 void gs_q_get_stats(struct gs_q *q, struct gs_q_stats *st);
 

@@ -265,29 +265,45 @@ GS_HD int gs_sq_try_push(struct gs_ring *r, const struct gs_sqe *e)
 	}
 }
 
-/* Non-blocking pop for consumers (pollers): 1 with *e filled, 0 if empty. */
-GS_HD int gs_sq_try_pop(struct gs_ring *r, struct gs_sqe *e)
+/*
+ * Non-blocking pop from the slots @sq (@mask + 1 of them) with head counter
+ * @head: 1 with *e filled, 0 if empty.  The geometry comes from the caller,
+ * not from the ring header: a poller serving another process's ring copies
+ * it once (gs_q_ring_add()) and trusts only its copy.  @tries > 0 bounds the
+ * retries after losing a race (a producer that rewrites seq words or the
+ * head could otherwise keep the consumer here); 0 retries until decided.
+ */
+GS_HD int gs_sq_try_pop_at(struct gs_sq_slot *sq, uint32_t mask, uint64_t *head,
+			   struct gs_sqe *e, unsigned tries)
 {
-	uint64_t t = gs_load_rlx64(&r->sq_head);
+	uint64_t t = gs_load_rlx64(head);
 
 	for (;;) {
-		struct gs_sq_slot *s = &gs_ring_sq(r)[t & (r->sq_entries - 1)];
+		struct gs_sq_slot *s = &sq[t & mask];
 		/* acquire: pairs with gs_sq_fill's release; the sqe body is complete */
 		uint64_t seq = gs_load_acq64(&s->seq);
 
 		if (seq == t + 1) {
-			if (gs_cas64(&r->sq_head, &t, t + 1)) {
+			if (gs_cas64(head, &t, t + 1)) {
 				*e = s->sqe;
 				/* release: our copy is done before a producer reuses the slot */
-				gs_store_rel64(&s->seq, t + r->sq_entries);
+				gs_store_rel64(&s->seq, t + mask + 1);
 				return 1;
 			}
 		} else if (seq <= t) {
 			return 0;	/* producer t has not filled it yet: empty */
 		} else {
-			t = gs_load_rlx64(&r->sq_head);
+			t = gs_load_rlx64(head);
 		}
+		if (tries && !--tries)
+			return 0;
 	}
+}
+
+/* Non-blocking pop for consumers (pollers): 1 with *e filled, 0 if empty. */
+GS_HD int gs_sq_try_pop(struct gs_ring *r, struct gs_sqe *e)
+{
+	return gs_sq_try_pop_at(gs_ring_sq(r), r->sq_entries - 1, &r->sq_head, e, 0);
 }
 
 /*
@@ -313,17 +329,28 @@ GS_HD uint64_t gs_sq_pending(struct gs_ring *r)
 	return t > h ? t - h : 0;
 }
 
-/* Completion queue: same scheme, cqes instead of sqes. */
-GS_HD int gs_cq_try_push(struct gs_ring *r, const struct gs_cqe *c)
+/* The slot at the head is filled (geometry as in gs_sq_try_pop_at()): a
+ * consumer's "work waiting" test that believes no count a producer keeps. */
+GS_HD int gs_sq_ready_at(struct gs_sq_slot *sq, uint32_t mask, uint64_t *head)
 {
-	uint64_t t = gs_load_rlx64(&r->cq_tail);
+	uint64_t t = gs_load_rlx64(head);
+
+	return gs_load_rlx64(&sq[t & mask].seq) == t + 1;
+}
+
+/* Completion queue: same scheme, cqes instead of sqes; geometry and
+ * @tries as in gs_sq_try_pop_at().  0, or -11 (-EAGAIN) when full. */
+GS_HD int gs_cq_try_push_at(struct gs_cq_slot *cq, uint32_t mask, uint64_t *tail,
+			    const struct gs_cqe *c, unsigned tries)
+{
+	uint64_t t = gs_load_rlx64(tail);
 
 	for (;;) {
-		struct gs_cq_slot *s = &gs_ring_cq(r)[t & (r->cq_entries - 1)];
+		struct gs_cq_slot *s = &cq[t & mask];
 		uint64_t seq = gs_load_acq64(&s->seq);	/* acquire: consumer done with it */
 
 		if (seq == t) {
-			if (gs_cas64(&r->cq_tail, &t, t + 1)) {
+			if (gs_cas64(tail, &t, t + 1)) {
 				s->cqe = *c;
 				/* release: the cqe body before the seq that publishes it */
 				gs_store_rel64(&s->seq, t + 1);
@@ -332,9 +359,16 @@ GS_HD int gs_cq_try_push(struct gs_ring *r, const struct gs_cqe *c)
 		} else if (seq < t) {
 			return -11;
 		} else {
-			t = gs_load_rlx64(&r->cq_tail);
+			t = gs_load_rlx64(tail);
 		}
+		if (tries && !--tries)
+			return -11;
 	}
+}
+
+GS_HD int gs_cq_try_push(struct gs_ring *r, const struct gs_cqe *c)
+{
+	return gs_cq_try_push_at(gs_ring_cq(r), r->cq_entries - 1, &r->cq_tail, c, 0);
 }
 
 GS_HD int gs_cq_try_pop(struct gs_ring *r, struct gs_cqe *c)
