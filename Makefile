@@ -8,7 +8,8 @@
 #   make deps       install missing Debian packages
 #   make demo       format an image, import example data, mount it, show it
 #   make bench      run the benchmarks (see docs/PERF.md)
-#   make install    binaries, man pages, mount helper under $(PREFIX)
+#   make install    libgstore (.so, .a), headers, gstore.pc, the CUDA library where nvcc
+#                   exists, binaries, man pages, mount helper under $(DESTDIR)$(PREFIX)
 
 PREFIX ?= /usr/local
 DESTDIR ?=
@@ -35,19 +36,42 @@ B ?= build
 SANFLAGS :=
 endif
 
-CPPFLAGS += -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Iinclude -Iuapi -Ilib -I. \
-	    $(shell pkg-config --cflags fuse3 2>/dev/null)
+# Include paths by audience.  Every file sees the public headers (include/) and
+# the uapi; library code also lib/ (logging, crc32c), and reaches its own
+# module's private header by a relative path: no -I. that would let any file
+# include any other module's internals.  Tests and benchmarks may reach
+# internals on purpose (TEST_CPPFLAGS); only the FUSE front end and gstorefs
+# see fuse3.
+CPPFLAGS += -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Iinclude -Iuapi
+LIB_CPPFLAGS := -Ilib
+TEST_CPPFLAGS := -Ilib -I.
+FUSE_CPPFLAGS := $(shell pkg-config --cflags fuse3 2>/dev/null)
 CFLAGS ?= -O2 -g
 CFLAGS += -std=gnu11 -Wall -Wextra $(WERROR) -Wno-unused-parameter -pthread -MMD -MP $(SANFLAGS)
+# library objects (static and shared alike): position independent, and hidden
+# unless a public header declares them (#pragma GCC visibility in include/)
+LIB_CFLAGS := -fPIC -fvisibility=hidden
 LDFLAGS += -pthread $(SANFLAGS)
 LDLIBS += -luring -lm
 TEST_LDLIBS := -lcmocka
+
+VERSION := 0.1.0
+SOVERSION := 0
+PREFIX_LIB ?= lib
+LIBDIR ?= $(PREFIX)/$(PREFIX_LIB)
+INCLUDEDIR ?= $(PREFIX)/include
 
 # libgstore: every .c of the library layers (fs core, object types, cache, I/O core)
 LIB_SRCS := $(sort $(wildcard lib/*.c gpuq/*.c cache/*.c fs/*.c fs/graph/*.c fs/graph/apps/*.c \
 			     fs/nd/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/%.o)
 LIB := $(B)/libgstore.a
+# the shared one: soname libgstore.so.0, exports only what lib/libgstore.map lets out (gs_*)
+SO_NAME := libgstore.so.$(SOVERSION)
+SO_FILE := libgstore.so.$(VERSION)
+SO := $(B)/$(SO_FILE)
+SO_LINKS := $(B)/$(SO_NAME) $(B)/libgstore.so
+SO_MAP := lib/libgstore.map
 # the FUSE front end (fs/fuse/) is the daemon's, not the library's: only gstorefs links it
 FUSE_SRCS := $(sort $(wildcard fs/fuse/*.c))
 FUSE_OBJS := $(FUSE_SRCS:%.c=$(B)/%.o)
@@ -64,33 +88,63 @@ UNIT_BINS := $(UNIT_SRCS:%.c=$(B)/%)
 ITEST_SRCS := $(wildcard tests/integration/t_*.c tests/helpers/*.c)
 ITEST_BINS := $(ITEST_SRCS:%.c=$(B)/%)
 
-# CUDA: every .cu compiles (sm_90) wherever nvcc exists, GPU or not
+# CUDA: every .cu compiles (sm_90) wherever nvcc exists, GPU or not; the library's
+# (gpuq/cuda/*.cu) also form libgstore_cuda.a, linked by CUDA programs with -lgstore
 CU_SRCS := $(shell find . -name '*.cu' -not -path './build*' -not -path './.gpudeps/*' 2>/dev/null)
 CU_OBJS := $(CU_SRCS:./%.cu=$(B)/cuda/%.o)
+CU_LIB_OBJS := $(patsubst %.cu,$(B)/cuda/%.o,$(sort $(wildcard gpuq/cuda/*.cu)))
+CUDA_LIB := $(B)/libgstore_cuda.a
+NVFLAGS := -arch=sm_90 -std=c++17 -Iinclude -Iuapi -Xcompiler -Wall,-fPIC
 ifneq ($(NVCC),)
-ALL_CU := $(CU_OBJS)
+ALL_CU := $(CU_OBJS) $(CUDA_LIB)
 endif
 
 .PHONY: all check asan tsan check-tsan deps demo bench install clean help cuda lib progs tests kmod
-all: $(LIB) $(PROGS) $(UNIT_BINS) $(ITEST_BINS) $(ALL_CU)
-lib: $(LIB)
+all: $(LIB) $(SO_LINKS) $(PROGS) $(UNIT_BINS) $(ITEST_BINS) $(ALL_CU)
+lib: $(LIB) $(SO_LINKS)
 progs: $(PROGS)
 tests: $(UNIT_BINS) $(ITEST_BINS)
-cuda: $(CU_OBJS)
+cuda: $(CU_OBJS) $(CUDA_LIB)
 
-$(B)/%.o: %.c
+# a change of compiler or flags rebuilds every object (make tracks files, not flags)
+FLAGS_STAMP := $(B)/.flags
+FLAGS_NOW := $(CC) $(CPPFLAGS) $(LIB_CPPFLAGS) $(TEST_CPPFLAGS) $(CFLAGS) $(LIB_CFLAGS)
+$(FLAGS_STAMP): FORCE
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+	@echo '$(FLAGS_NOW)' | cmp -s - $@ || echo '$(FLAGS_NOW)' >$@
+.PHONY: FORCE
+
+# library objects
+$(B)/%.o: %.c $(FLAGS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(LIB_CPPFLAGS) $(CFLAGS) $(LIB_CFLAGS) -c -o $@ $<
+
+$(FUSE_OBJS): LIB_CPPFLAGS += $(FUSE_CPPFLAGS)
 
 $(LIB): $(LIB_OBJS)
 	@mkdir -p $(@D)
 	rm -f $@
 	$(AR) rcs $@ $^
 
+$(SO): $(LIB_OBJS) $(SO_MAP)
+	$(CC) -shared -Wl,-soname,$(SO_NAME) -Wl,--version-script=$(SO_MAP) -Wl,--no-undefined \
+		$(LDFLAGS) -o $@ $(LIB_OBJS) $(LDLIBS)
+
+$(SO_LINKS): $(SO)
+	ln -sf $(SO_FILE) $(B)/$(SO_NAME)
+	ln -sf $(SO_NAME) $(B)/libgstore.so
+
 $(FUSE_LIB): $(FUSE_OBJS)
 	@mkdir -p $(@D)
 	rm -f $@
 	$(AR) rcs $@ $^
+
+# programs: public headers only (gstorefs also the front end's gstorefs.h)
+$(B)/bin/%.o: bin/%.c $(FLAGS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+
+$(B)/bin/gstorefs.o: CPPFLAGS += -Ifs/fuse $(FUSE_CPPFLAGS)
 
 $(B)/bin/gstorefs: $(B)/bin/gstorefs.o $(FUSE_LIB) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $< $(FUSE_LIB) $(LIB) $(LDLIBS) -lfuse3
@@ -99,7 +153,7 @@ $(B)/bin/%: $(B)/bin/%.o $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
 # objects of bin/NAME/*.c live under $(B)/o/: $(B)/bin/NAME is the program itself
-$(B)/o/%.o: %.c
+$(B)/o/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
@@ -110,12 +164,25 @@ $(B)/bin/$(1): $(patsubst %.c,$(B)/o/%.o,$(wildcard bin/$(1)/*.c)) $(LIB)
 endef
 $(foreach p,$(PROG_DIRS),$(eval $(call prog_dir_rule,$(p))))
 
+# tests reach internals (they link the static library, and may include a .c)
+$(B)/tests/%.o: tests/%.c $(FLAGS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(TEST_CPPFLAGS) $(CFLAGS) -c -o $@ $<
+
 $(B)/tests/%: $(B)/tests/%.o $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS) $(TEST_LDLIBS)
 
+$(B)/cuda/gpuq/cuda/%.o: gpuq/cuda/%.cu
+	@mkdir -p $(@D)
+	$(NVCC) $(NVFLAGS) $(LIB_CPPFLAGS) -c -o $@ $<
+
 $(B)/cuda/%.o: %.cu
 	@mkdir -p $(@D)
-	$(NVCC) -arch=sm_90 -std=c++17 -Iinclude -Iuapi -Ilib -I. -Xcompiler -Wall -c -o $@ $<
+	$(NVCC) $(NVFLAGS) $(TEST_CPPFLAGS) -c -o $@ $<
+
+$(CUDA_LIB): $(CU_LIB_OBJS)
+	rm -f $@
+	$(AR) rcs $@ $^
 
 # tools named as helpers: mkfs.gstore / fsck.gstore are links to gstore
 links: $(PROGS)
@@ -149,7 +216,25 @@ bench: all
 kmod:
 	$(MAKE) -C kmod
 
+# pkg-config files: paths relative to ${prefix} where they lie under it, so that
+# PKG_CONFIG_SYSROOT_DIR finds a DESTDIR copy
+PC_SED := -e 's|@PREFIX@|$(PREFIX)|' \
+	  -e 's|@LIBDIR@|$(patsubst $(PREFIX)/%,$${prefix}/%,$(LIBDIR))|' \
+	  -e 's|@INCLUDEDIR@|$(patsubst $(PREFIX)/%,$${prefix}/%,$(INCLUDEDIR))|' \
+	  -e 's|@VERSION@|$(VERSION)|'
+
 install: all
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)
+	install -m 755 $(SO) $(DESTDIR)$(LIBDIR)/
+	ln -sf $(SO_FILE) $(DESTDIR)$(LIBDIR)/$(SO_NAME)
+	ln -sf $(SO_NAME) $(DESTDIR)$(LIBDIR)/libgstore.so
+	install -m 644 $(LIB) $(DESTDIR)$(LIBDIR)/
+	install -m 644 include/gstore*.h $(DESTDIR)$(INCLUDEDIR)/
+	sed $(PC_SED) lib/gstore.pc.in >$(DESTDIR)$(LIBDIR)/pkgconfig/gstore.pc
+	if [ -n "$(NVCC)" ]; then \
+		install -m 644 $(CUDA_LIB) $(DESTDIR)$(LIBDIR)/ && \
+		sed $(PC_SED) lib/gstore-cuda.pc.in >$(DESTDIR)$(LIBDIR)/pkgconfig/gstore-cuda.pc; \
+	fi
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/share/man
 	for p in $(PROGS); do install -m 755 $$p $(DESTDIR)$(PREFIX)/bin/; done
 	ln -sf $(PREFIX)/bin/gstore $(DESTDIR)$(PREFIX)/sbin/mkfs.gstore
@@ -165,7 +250,7 @@ clean:
 	-$(MAKE) -C kmod clean 2>/dev/null
 
 help:
-	@sed -n '2,12p' Makefile
+	@sed -n '2,13p' Makefile
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)
 .SECONDARY:

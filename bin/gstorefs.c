@@ -25,9 +25,9 @@
 
 #include "gstore.h"
 #include "gstore_fs.h"
-#include "fs/fuse/fuse_internal.h"
-#include "gpuq/attach.h"
-#include "bin/opts.h"
+#include "gstorefs.h"
+#include "../gpuq/attach.h"
+#include "opts.h"
 
 struct conf {
 	char *image;

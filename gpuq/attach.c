@@ -19,7 +19,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "gpuq/attach.h"
+#include "attach.h"
 #include "gstore_fs.h"
 #include "gstore_cache.h"
 #include "gs_log.h"

@@ -35,6 +35,8 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+/* the CUDA library (libgstore_cuda.a) is a client of these in libgstore.so */
+#pragma GCC visibility push(default)
 
 struct gs_fs;
 struct gs_attach_srv;
@@ -133,6 +135,7 @@ int gs_attach_ring(struct gs_attach *a, uint32_t sq, uint32_t cq, uint32_t ncw,
 void gs_attach_ring_unmap(struct gs_attach_ring *r);
 int gs_attach_sync(struct gs_attach *a, uint64_t ino);
 
+#pragma GCC visibility pop
 #ifdef __cplusplus
 }
 #endif

@@ -2,8 +2,8 @@
 /* The backend table: one line per backend, looked up by name. */
 #include <string.h>
 
-#include "gpuq/backend.h"
-#include "gpuq/nvme_kmod.h"
+#include "backend.h"
+#include "nvme_kmod.h"
 
 static const struct gs_backend_ops *const backends[] = {
 	&gs_backend_uring,

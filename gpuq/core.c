@@ -11,7 +11,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "gpuq/gpuq_internal.h"
+#include "gpuq_internal.h"
 #include "gs_log.h"
 
 #define DEF_DEPTH	128

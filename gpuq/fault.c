@@ -21,7 +21,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "gpuq/gpuq_internal.h"
+#include "gpuq_internal.h"
 
 #define WB_RUN_MAX	(1u << 20)	/* largest write-back I/O */
 

@@ -22,7 +22,7 @@
 #include <time.h>
 
 #include "gstore_q.h"
-#include "gpuq/backend.h"
+#include "backend.h"
 
 #define GS_Q_MAX_REGIONS	64	/* gs_q_register_buffer() regions */
 #define GS_Q_MAX_POLLERS	64

@@ -2,7 +2,7 @@
 /*
  * Backend "nvme": I/O through queue pairs of gstore_nvme.ko
  * (/dev/gstore-nvmeN[:NSID]).  Each poller queue is one NVMe queue pair in
- * coherent memory from the module, driven with gpuq/nvmeq.h; no system call
+ * coherent memory from the module, driven with gstore_nvmeq.h; no system call
  * on the I/O path (the doorbells are mapped), no interrupts (completions are
  * polled).
  *
@@ -27,8 +27,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "gpuq/backend.h"
-#include "gpuq/nvme_kmod.h"
+#include "backend.h"
+#include "nvme_kmod.h"
 #include "gs_log.h"
 
 #define MAX_REGS	1024	/* registrations over the life of a device (slots not reused) */

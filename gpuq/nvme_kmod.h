@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "gstore_ioctl.h"
-#include "gpuq/nvmeq.h"
+#include "gstore_nvmeq.h"
 
 struct gs_backend_ops;
 extern const struct gs_backend_ops gs_backend_nvme;		/* gpuq/nvme.c */

@@ -20,8 +20,8 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#include "gpuq/backend.h"
-#include "gpuq/nvme_kmod.h"
+#include "backend.h"
+#include "nvme_kmod.h"
 #include "gs_log.h"
 
 #define MAX_IO		(128u << 10)

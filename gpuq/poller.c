@@ -53,7 +53,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "gpuq/gpuq_internal.h"
+#include "gpuq_internal.h"
 #include "gs_log.h"
 
 #define GROW_NS		1000000ull	/* at most one grow per ms */

@@ -32,8 +32,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "gpuq/gpuq_internal.h"
-#include "gpuq/pool.h"
+#include "gpuq_internal.h"
+#include "pool.h"
 #include "gs_log.h"
 #include "lib/crc32c.h"
 #include "uapi/gstore_format.h"

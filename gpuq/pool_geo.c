@@ -3,7 +3,7 @@
 #include <errno.h>
 #include <stddef.h>
 
-#include "gpuq/pool.h"
+#include "pool.h"
 #include "uapi/gstore_format.h"
 
 static uint64_t div_up(uint64_t a, uint64_t b)

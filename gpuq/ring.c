@@ -11,7 +11,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "gpuq/gpuq_internal.h"
+#include "gpuq_internal.h"
 
 #define RING_MAX_ENTRIES	(1u << 24)
 

@@ -4,7 +4,7 @@
  * (64-byte SQEs, 16-byte CQEs with phase bits, tail/head doorbell words)
  * from ordinary memory, backed by a file through io_uring.
  *
- * It exists so that the BaM queue code (gpuq/nvmeq.h), which fills SQs and
+ * It exists so that the BaM queue code (gstore_nvmeq.h), which fills SQs and
  * rings doorbells from CPU threads or CUDA kernels, runs and is tested on
  * machines without an NVMe device: CI (CPU threads) and the GPU machine
  * (queues and doorbells in pinned host memory mapped into the GPU).
@@ -34,6 +34,8 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+/* the CUDA library (libgstore_cuda.a) drives the controller through libgstore.so */
+#pragma GCC visibility push(default)
 
 struct gs_swnvme;
 
@@ -92,6 +94,7 @@ struct gs_swnvme_stats {
 };
 void gs_swnvme_get_stats(struct gs_swnvme *c, struct gs_swnvme_stats *st);
 
+#pragma GCC visibility pop
 #ifdef __cplusplus
 }
 #endif

@@ -27,7 +27,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "gpuq/gpuq_internal.h"
+#include "gpuq_internal.h"
 #include "gs_log.h"
 
 #define URING_MAX_BUFS	GS_Q_MAX_REGIONS

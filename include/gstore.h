@@ -12,6 +12,7 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+#pragma GCC visibility push(default)	/* libgstore.so exports these */
 
 enum gs_log_level { GS_LOG_ERR = 3, GS_LOG_WARN = 4, GS_LOG_INFO = 6, GS_LOG_DEBUG = 7 };
 
@@ -23,6 +24,7 @@ typedef void (*gs_log_func)(int level, const char *msg, void *arg);
  */
 void gs_set_log_func(gs_log_func fn, void *arg);
 
+#pragma GCC visibility pop
 #ifdef __cplusplus
 }
 #endif

@@ -21,6 +21,7 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+#pragma GCC visibility push(default)	/* libgstore.so exports these */
 
 struct gs_q;
 struct gs_cache;
@@ -83,6 +84,7 @@ struct gs_cache_stats {
 };
 void gs_cache_get_stats(struct gs_cache *c, struct gs_cache_stats *st);
 
+#pragma GCC visibility pop
 #ifdef __cplusplus
 }
 #endif

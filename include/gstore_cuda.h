@@ -17,14 +17,14 @@
  *  typed accessor: gs_array_get_u64(a, i), gs_array_set_u64(a, i, v),
  *  flushed by gs_cuda_array_flush().  Misses go through a ring to the
  *  pollers (GS_BAM_RING), or as NVMe commands that GPU threads put into
- *  NVMe queues (GS_BAM_NVME: gpuq/nvmeq.h, served by gstore_nvme.ko or the
- *  software controller gpuq/swnvme.h).
+ *  NVMe queues (GS_BAM_NVME: gstore_nvmeq.h, served by gstore_nvme.ko or the
+ *  software NVMe controller of the I/O core).
  *
  * Where the blocks are: a gs_cuda opens over a gs_q (in-process: an image
  * file or device opened with gs_q_open(), or the queue of a gs_fs), with
  * block b at dev_off + b * block_size, or with an extent table (an array
  * file of a gstore filesystem: gs_fs_bmap()); or it attaches to a running
- * gstorefs (gs_cuda_attach(), gpuq/attach.h) and gets rings and buffers in
+ * gstorefs (gs_cuda_attach()) and gets rings and buffers in
  * shared memory served by the daemon's pollers.
  *
  * The plain way needs none of this: mmap() an array file of a mounted
@@ -42,12 +42,13 @@
 #include <stdint.h>
 
 #include "gstore_q.h"
-#include "gpuq/cuda/cam.h"
-#include "gpuq/cuda/bam.h"
+#include "gstore_cuda_cam.h"
+#include "gstore_cuda_bam.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+#pragma GCC visibility push(default)	/* libgstore.so exports these */
 
 struct gs_cuda;
 struct gs_cuda_array;
@@ -83,7 +84,7 @@ int gs_cuda_open(struct gs_cuda **cp, struct gs_q *q, const struct gs_cuda_param
 /*
  * Attach to a running gstorefs and open the array file @path on it (a path
  * under the mount point): rings and region come from the daemon in shared
- * memory (gpuq/attach.h), the daemon's pollers serve them.
+ * memory, the daemon's pollers serve them.
  */
 int gs_cuda_attach(struct gs_cuda **cp, const char *path, const struct gs_cuda_params *p);
 void gs_cuda_close(struct gs_cuda *c);
@@ -138,6 +139,7 @@ int gs_cuda_array_stats(struct gs_cuda_array *a, struct gs_cuda_array_stats *st)
 int gs_cuda_debug(struct gs_cuda *c, char *buf, size_t len);
 int gs_cuda_array_debug(struct gs_cuda_array *a, char *buf, size_t len);
 
+#pragma GCC visibility pop
 #ifdef __cplusplus
 }
 #endif
@@ -194,7 +196,7 @@ static inline __device__ int gs_prefetch_warp(struct gs_cam *q, uint64_t block_i
 	t = __shfl_sync(am, t, leader);
 	s = __shfl_sync(am, s, leader);
 	if (dev >= 0) {
-		struct gs_sqe e = { 0 };
+		struct gs_sqe e = GS_ZERO;
 
 		e.op = GS_OP_READ;
 		e.flags = GS_SQE_CQE | GS_SQE_BUF_OFF;

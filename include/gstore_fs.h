@@ -25,6 +25,7 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+#pragma GCC visibility push(default)	/* libgstore.so exports these */
 
 struct gs_fs;
 struct gs_q;
@@ -256,6 +257,7 @@ enum {
 typedef void (*gs_fsck_report)(void *arg, const char *line);
 int gs_fs_fsck(const char *path, unsigned flags, gs_fsck_report report, void *arg);
 
+#pragma GCC visibility pop
 #ifdef __cplusplus
 }
 #endif

@@ -27,6 +27,7 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+#pragma GCC visibility push(default)	/* libgstore.so exports these */
 
 struct gs_fs;
 struct gs_graph;
@@ -247,6 +248,7 @@ struct gs_graph_stats {
 };
 void gs_graph_get_stats(struct gs_graph *g, struct gs_graph_stats *st);
 
+#pragma GCC visibility pop
 #ifdef __cplusplus
 }
 #endif

@@ -35,6 +35,7 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+#pragma GCC visibility push(default)	/* libgstore.so exports these */
 
 struct gs_fs;
 struct gs_q_geom;
@@ -227,6 +228,7 @@ int gs_nd_npy_header(char *buf, size_t size, uint32_t dtype, uint32_t elem_size,
 int gs_nd_npy_parse(const void *buf, size_t len, uint32_t *dtype, uint32_t *elem_size,
 		    uint32_t *ndims, uint64_t *shape);
 
+#pragma GCC visibility pop
 #ifdef __cplusplus
 }
 #endif

@@ -24,6 +24,7 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+#pragma GCC visibility push(default)	/* libgstore.so exports these */
 
 struct gs_q;
 
@@ -246,6 +247,7 @@ int gs_q_pool_replace(struct gs_q *q, unsigned index, const char *newpath,
  * number of chunks whose copies differ (>= 0) or -errno. */
 int64_t gs_q_pool_verify(struct gs_q *q, gs_pool_progress progress, void *arg);
 
+#pragma GCC visibility pop
 #ifdef __cplusplus
 }
 #endif

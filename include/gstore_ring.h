@@ -25,21 +25,10 @@
 
 #include <stdint.h>
 
-#if defined(__CUDACC__)
-#define GS_HD static inline __host__ __device__
-#else
-#define GS_HD static inline
-#endif
-
-#if defined(__CUDA_ARCH__)
-#include <cuda/atomic>
-#else
-#include <sched.h>
-#endif
+#include "gstore_atomic.h"	/* GS_HD, GS_CACHELINE, the atomics */
 
 #define GS_RING_MAGIC	0x47535152u	/* "GSQR" */
 #define GS_RING_VERSION	1u
-#define GS_CACHELINE	64
 
 enum gs_op {
 	GS_OP_READ = 0,
@@ -129,77 +118,11 @@ struct gs_ring {
 	uint8_t pad5[GS_CACHELINE - 16];
 };
 
-#ifdef __cplusplus
-#define GS_STATIC_ASSERT static_assert
-#else
-#define GS_STATIC_ASSERT _Static_assert
-#endif
 GS_STATIC_ASSERT(sizeof(struct gs_sqe) == 40, "gs_sqe is 40 bytes");
 GS_STATIC_ASSERT(sizeof(struct gs_cqe) == 16, "gs_cqe is 16 bytes");
 GS_STATIC_ASSERT(sizeof(struct gs_sq_slot) == GS_CACHELINE, "one sq slot per cache line");
 GS_STATIC_ASSERT(sizeof(struct gs_cq_slot) == 32, "cq slot is 32 bytes");
 GS_STATIC_ASSERT(sizeof(struct gs_ring) == 6 * GS_CACHELINE, "ring header is 6 lines");
-
-/* ---- atomics: GCC builtins on the host, libcu++ system scope on the GPU ---- */
-
-#if defined(__CUDA_ARCH__)
-#define GS_AREF(T, p) cuda::atomic_ref<T, cuda::thread_scope_system>(*(p))
-GS_HD uint64_t gs_load_acq64(uint64_t *p) { return GS_AREF(uint64_t, p).load(cuda::memory_order_acquire); }
-GS_HD uint64_t gs_load_rlx64(uint64_t *p) { return GS_AREF(uint64_t, p).load(cuda::memory_order_relaxed); }
-GS_HD void gs_store_rel64(uint64_t *p, uint64_t v) { GS_AREF(uint64_t, p).store(v, cuda::memory_order_release); }
-GS_HD uint64_t gs_faa64(uint64_t *p, uint64_t v) { return GS_AREF(uint64_t, p).fetch_add(v, cuda::memory_order_relaxed); }
-GS_HD int gs_cas64(uint64_t *p, uint64_t *exp, uint64_t des)
-{
-	return GS_AREF(uint64_t, p).compare_exchange_weak(*exp, des, cuda::memory_order_relaxed);
-}
-GS_HD uint32_t gs_load_acq32(uint32_t *p) { return GS_AREF(uint32_t, p).load(cuda::memory_order_acquire); }
-GS_HD uint32_t gs_load_rlx32(uint32_t *p) { return GS_AREF(uint32_t, p).load(cuda::memory_order_relaxed); }
-GS_HD void gs_store_rel32(uint32_t *p, uint32_t v) { GS_AREF(uint32_t, p).store(v, cuda::memory_order_release); }
-GS_HD void gs_fence(void) { cuda::atomic_thread_fence(cuda::memory_order_seq_cst, cuda::thread_scope_system); }
-GS_HD void gs_cpu_relax(void) { __nanosleep(64); }
-GS_HD void gs_spin_backoff(unsigned *n) { (void)n; __nanosleep(64); }
-#else
-GS_HD uint64_t gs_load_acq64(uint64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
-GS_HD uint64_t gs_load_rlx64(uint64_t *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
-GS_HD void gs_store_rel64(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
-GS_HD uint64_t gs_faa64(uint64_t *p, uint64_t v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
-GS_HD int gs_cas64(uint64_t *p, uint64_t *exp, uint64_t des)
-{
-	return __atomic_compare_exchange_n(p, exp, des, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
-}
-GS_HD uint32_t gs_load_acq32(uint32_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
-GS_HD uint32_t gs_load_rlx32(uint32_t *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
-GS_HD void gs_store_rel32(uint32_t *p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
-#if defined(__SANITIZE_THREAD__)
-/* TSan does not model fences (and gcc rejects them): a seq_cst RMW is a full
- * barrier on x86 and keeps TSan's view of the atomics exact. */
-GS_HD void gs_fence(void)
-{
-	static int dummy;
-
-	__atomic_fetch_add(&dummy, 0, __ATOMIC_SEQ_CST);
-}
-#else
-GS_HD void gs_fence(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
-#endif
-GS_HD void gs_cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield");
-#endif
-}
-/* Spin-wait step: pause, and give the CPU away now and then in case the
- * thread we wait for is not running (more threads than cores). */
-GS_HD void gs_spin_backoff(unsigned *n)
-{
-	if (++*n % 256)
-		gs_cpu_relax();
-	else
-		sched_yield();
-}
-#endif
 
 GS_HD struct gs_sq_slot *gs_ring_sq(struct gs_ring *r)
 {

@@ -5,7 +5,9 @@
 
 #include "gstore.h"
 
-__attribute__((format(printf, 2, 3))) void gs_log(int level, const char *fmt, ...);
+/* default visibility: the CUDA library (libgstore_cuda.a) logs through libgstore.so */
+__attribute__((format(printf, 2, 3), visibility("default")))
+void gs_log(int level, const char *fmt, ...);
 
 #define gs_err(...)	gs_log(GS_LOG_ERR, __VA_ARGS__)
 #define gs_warn(...)	gs_log(GS_LOG_WARN, __VA_ARGS__)

@@ -32,7 +32,7 @@
 #include <unistd.h>
 
 #include "gstore.h"
-#include "bin/opts.h"
+#include "../opts.h"
 #include "bench.h"
 
 /* latency buckets: 1 us up to 10 ms, then 100 us up to 2 s (the last one: more) */

@@ -18,7 +18,7 @@
 
 #include "gstore_fs.h"
 #include "gstore_nd.h"
-#include "bin/gstore/cmd.h"
+#include "cmd.h"
 
 #define CHUNK		(4u << 20)
 #define XA_DTYPE	"user.gstore.dtype"

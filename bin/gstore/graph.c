@@ -25,7 +25,7 @@
 #include "gstore.h"
 #include "gstore_fs.h"
 #include "gstore_graph.h"
-#include "bin/gstore/cmd.h"
+#include "cmd.h"
 
 static double now(void)
 {

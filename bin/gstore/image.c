@@ -11,8 +11,8 @@
 
 #include "gstore_fs.h"
 #include "gstore_q.h"
-#include "bin/gstore/cmd.h"
-#include "bin/opts.h"
+#include "cmd.h"
+#include "../opts.h"
 
 #define DEFAULT_IMAGE_SIZE	(4ULL << 30)
 

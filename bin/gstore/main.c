@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "bin/gstore/cmd.h"
+#include "cmd.h"
 
 struct cmd {
 	const char *name, *usage, *summary;

@@ -23,7 +23,7 @@
 
 #include "gstore_fs.h"
 #include "gstore_nd.h"
-#include "bin/gstore/cmd.h"
+#include "cmd.h"
 
 #define CHUNK		(8u << 20)
 #define NPY_HDR_MAX	4096

@@ -14,7 +14,7 @@
 #include "gstore_fs.h"
 #include "gstore_q.h"
 #include "uapi/gstore_format.h"
-#include "bin/gstore/cmd.h"
+#include "cmd.h"
 
 /* "pool:D1:D2:..." for gs_q_params.backend / gs_fs_opts.backend */
 static char *pool_backend(const char *const *devs, unsigned n)

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "gstore.h"
-#include "bin/gstore/cmd.h"
+#include "cmd.h"
 
 int gs_fail(int status, const char *fmt, ...)
 {

@@ -4,7 +4,8 @@
  * virtual-node layer that object types plug their files into.
  *
  * Two audiences:
- *   - bin/gstorefs.c: gs_fuse_new() / gs_fuse_destroy() around a session;
+ *   - bin/gstorefs.c: gs_fuse_new() / gs_fuse_destroy() around a session (gstorefs.h,
+ *     the only header of this folder the daemon's main sees);
  *   - object types (fs/fuse/fuse_graph.c, fs/fuse/fuse_nd.c, ...): struct gs_vops.
  *
  * Inode numbers.  Real objects use the fs core's ino (below 2^63).  Virtual
@@ -42,6 +43,7 @@
 #include <sys/stat.h>
 
 #include "gstore_fs.h"
+#include "gstorefs.h"
 
 #define GS_VINO_BIT	(1ULL << 63)
 #define GS_VINO_META	(GS_VINO_BIT | 1)	/* /.gstore */
@@ -51,28 +53,6 @@ static inline int gs_is_vino(uint64_t ino)
 {
 	return (ino & GS_VINO_BIT) != 0;
 }
-
-struct gs_fuse;
-
-/* ---------------- for bin/gstorefs.c ---------------- */
-
-struct gs_fuse_conf {
-	unsigned rdonly;	/* mounted -o ro */
-	double timeout;		/* attr/entry cache timeout, seconds (< 0: default 1.0) */
-	unsigned readahead_kib;	/* kernel read-ahead window, KiB (0: the kernel's) */
-};
-
-/* Build the session (fuse_session_new with our ops) over a mounted @fs.
- * @args: the FUSE options (libfuse consumes what it knows). */
-int gs_fuse_new(struct gs_fuse **gfp, struct gs_fs *fs, const struct gs_fuse_conf *conf,
-		struct fuse_args *args);
-struct fuse_session *gs_fuse_session(struct gs_fuse *gf);
-/* Destroys the session; the caller unmounts @fs afterwards. */
-void gs_fuse_destroy(struct gs_fuse *gf);
-/* After fuse_session_mount(), before the loop: widen the kernel's read-ahead
- * for the mount at @mnt to conf->readahead_kib (the bdi's read_ahead_kb;
- * needs root).  0, or -errno (nothing changed). */
-int gs_fuse_set_readahead(struct gs_fuse *gf, const char *mnt);
 
 /* ---------------- the virtual-node layer ---------------- */
 

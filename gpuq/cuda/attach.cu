@@ -13,8 +13,8 @@
 #include <cuda_runtime.h>
 
 #include "gstore_cuda.h"
-#include "gpuq/attach.h"
-#include "gpuq/cuda/cuda_internal.cuh"
+#include "../attach.h"
+#include "cuda_internal.cuh"
 
 struct att_conn {
 	struct gs_attach *a;

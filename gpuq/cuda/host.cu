@@ -12,8 +12,8 @@
 #include <cuda_runtime.h>
 
 #include "gstore_cuda.h"
-#include "gpuq/cuda/cuda_internal.cuh"
-#include "gpuq/swnvme.h"
+#include "cuda_internal.cuh"
+#include "../swnvme.h"
 
 extern "C" {
 #include "gs_log.h"

@@ -6,7 +6,7 @@
  * evictions), flush, host check (O_DIRECT pread), invalidate, GPU
  * read-back.  Misses go through the ring (GS_BAM_RING) or, with "nvme", as
  * NVMe commands from the GPU threads into queue pairs of the software NVMe
- * controller (GS_BAM_NVME, gpuq/nvmeq.h + gpuq/swnvme.c).
+ * controller (GS_BAM_NVME, gstore_nvmeq.h + gpuq/swnvme.c).
  *
  *   t_bam [ring|nvme] [BLOCKS THREADS ROUNDS [SET_LINES]]
  */

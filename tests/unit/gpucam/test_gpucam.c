@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * The GPU path's queue logic on CPU threads (CI has no GPU): the CAM
- * ticket/retire scheme (gpuq/cuda/cam.h) and the BaM cache (gpuq/cuda/bam.h)
+ * ticket/retire scheme (gstore_cuda_cam.h) and the BaM cache (gstore_cuda_bam.h)
  * are __host__ __device__, so the same code runs here against the real I/O
  * core: a GS_RING_POLLED ring, GS_SQE_BUF_OFF buffers, completion words,
  * pollers, the uring backend on a temporary file.
@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "gstore.h"
-#include "gpuq/cuda/bam.h"
+#include "gstore_cuda_bam.h"
 
 #define BS		4096u
 #define NBLOCKS		4096u		/* 16 MiB file */

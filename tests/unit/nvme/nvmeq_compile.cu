@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-/* gpuq/nvmeq.h must compile as CUDA device code: instantiate every function
+/* gstore_nvmeq.h must compile as CUDA device code: instantiate every function
  * in a kernel (compiled by `make` with -arch=sm_90 wherever nvcc exists). */
-#include "gpuq/nvmeq.h"
+#include "gstore_nvmeq.h"
 
 __global__ void nvmeq_compile_kernel(struct gs_nvmeq *q, uint64_t slba, uint64_t prp, int *res)
 {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * gpuq/nvmeq.h (BaM queues) from CPU threads against the software NVMe
+ * gstore_nvmeq.h (BaM queues) from CPU threads against the software NVMe
  * controller (gpuq/swnvme.h): many threads sharing queue pairs,
  * write-then-read-verify, the single-consumer reap mode and batching, command ids
  * wrapping past 65536, tiny queues (every submitter waits for a slot); the
@@ -19,7 +19,7 @@
 
 #include <cmocka.h>
 
-#include "gpuq/nvmeq.h"
+#include "gstore_nvmeq.h"
 #include "gpuq/swnvme.h"
 
 #define FILE_BYTES	(32ull << 20)

@@ -1,67 +1,33 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * NVMe I/O queue pair driven from many threads at once: CPU threads or CUDA
- * threads, the same code (BaM's scheme, one header, __host__ __device__).
+ * NVMe I/O queue pairs driven by many threads at once, CPU threads or CUDA
+ * threads with the same code (BaM's scheme; static inline, __host__
+ * __device__): the BaM cache's GS_BAM_NVME mode (gstore_cuda_bam.h), the
+ * nvme backend's pollers, and their CPU tests.
  *
  * The queue memory (SQ of 64-byte commands, CQ of 16-byte completions) and
- * the two doorbells belong to a real controller (gstore_nvme.ko mappings) or
- * to the software controller (gpuq/swnvme.h).  The bookkeeping below lives
- * in ordinary memory the caller provides (gs_nvmeq_state_bytes()).
- *
- * Tickets.  A submitter takes ticket t = fetch_add(ticket).  Its command
- * slot is p = t % nslots (nslots a power of two) and its command id is
- * t & 0xffff, so consecutive users of a slot have different ids.  turn[p]
- * holds the ticket allowed to use slot p: it starts at p and the completer
- * of t sets it to t + nslots.  At most nslots commands are in flight.
- *
- * Positions.  SQ and CQ have qsize = nslots + 1 entries; ticket t goes to SQ
- * position t % qsize.  One spare entry makes "ring full" unreachable: when t
- * gets its turn, t - nslots has completed and the CQ head has passed its
- * completion, whose SQ head field says the controller fetched it, so
- * t + 1 - sq_head <= nslots = qsize - 1.
- *
- * Publishing (SQ tail).  A submitter writes its command, sets sq_mark[pos]
- * and then, until its mark is cleared, tries to take sq_lock; the holder
- * walks the contiguous run of marked positions from the tail, clears them,
- * writes the doorbell once for the whole run and stores the new tail.  One
- * thread rings the doorbell for many.
- *
- * Completions (CQ head).  A waiter scans the CQ from the head for its
- * command id (valid entries are those whose phase bit matches the lap of
- * their absolute index), copies the entry, sets cq_mark[pos] and moves the
- * head the same way: the lock holder walks marked entries from the head,
- * learns the SQ head from each CQE, writes the CQ head doorbell once.  The
- * waiter then returns the slot: turn[p] = t + nslots.
+ * the two doorbells belong to a controller (gstore_nvme.ko mappings, or the
+ * software controller); the bookkeeping lives in memory the caller provides
+ * (gs_nvmeq_state_bytes()).  At most nslots commands are in flight: beyond
+ * that gs_nvmeq_submit() waits and the try_ variants return -EAGAIN.
  *
  * Three ways to complete, not to be mixed on one queue:
- *  - gs_nvmeq_poll/wait: each submitter scans the CQ for its own command
- *    (many threads; the queues in the waiters' own memory);
- *  - gs_nvmeq_collect/wait_collected: one waiter at a time (cq_lock) is the
- *    collector and takes every posted completion in CQ order, a batch of
- *    GS_NVMEQ_BATCH loads in flight at once, rings the CQ head doorbell once
- *    a batch and hands each result to a completion word of its slot
- *    (done[p] = ticket, cst[p] = status); the others spin on their word.
- *    For queues in memory that is far from the waiters (the CQ in host
- *    memory, GPU waiters: BaM without peer-to-peer), where a scan per waiter
- *    costs a bus round trip per entry;
- *  - gs_nvmeq_reap and gs_nvmeq_reap_many: one consumer takes completions in
- *    CQ order (a poller thread, which may also batch its submissions with
- *    gs_nvmeq_try_queue + gs_nvmeq_publish: one doorbell write per batch).
+ *  - gs_nvmeq_poll/wait: each submitter looks for its own command;
+ *  - gs_nvmeq_collect/wait_collected: one waiter at a time collects for all
+ *    (queues far from their waiters: a CQ in host memory, GPU waiters);
+ *  - gs_nvmeq_reap/reap_many: one consumer in CQ order (a poller, which may
+ *    batch its submissions with gs_nvmeq_try_queue + gs_nvmeq_publish).
  *
- * All counters are 64-bit absolute indices: positions are index % qsize and
- * the expected phase of index i is 1 on even laps i / qsize, 0 on odd ones.
+ * How it works (tickets, positions, publishing, the collector):
+ * docs/ARCHITECTURE.md, "NVMe queue pairs from many threads".
  */
-#ifndef GS_NVMEQ_H
-#define GS_NVMEQ_H
+#ifndef GSTORE_NVMEQ_H
+#define GSTORE_NVMEQ_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gstore_ring.h"	/* GS_HD, atomics, gs_cpu_relax */
-
-#if !defined(__CUDA_ARCH__)
-#include <sched.h>
-#endif
+#include "gstore_atomic.h"
 
 /* NVMe submission queue entry (NVM command set fields). */
 struct gs_nvme_cmd {
@@ -122,91 +88,6 @@ struct gs_nvmeq {
 	uint8_t pad3[GS_CACHELINE - 24];
 };
 
-/* ---- primitives beyond gstore_ring.h ---- */
-
-#if defined(__CUDA_ARCH__)
-GS_HD int gs_nvmeq_trylock(uint64_t *l)
-{
-	uint64_t e = 0;
-
-	/* test before test-and-set: many waiting lanes read, one CASes */
-	if (GS_AREF(uint64_t, l).load(cuda::memory_order_relaxed))
-		return 0;
-	return GS_AREF(uint64_t, l).compare_exchange_strong(e, 1, cuda::memory_order_acquire);
-}
-GS_HD uint32_t gs_nvmeq_cqe_dw3(struct gs_nvme_cqe *e)
-{
-	/* acquire: the entry body is read after the phase bit said it is new */
-	return GS_AREF(uint32_t, (uint32_t *)&e->cid).load(cuda::memory_order_acquire);
-}
-GS_HD void gs_nvmeq_db(uint32_t *db, uint32_t v)
-{
-	/* the queue entries (ours, and others' seen through acquire) reach
-	 * memory before the controller is told */
-	__threadfence_system();
-	*(volatile uint32_t *)db = v;
-}
-GS_HD void gs_nvmeq_store_rlx32(uint32_t *p, uint32_t v)
-{
-	GS_AREF(uint32_t, p).store(v, cuda::memory_order_relaxed);
-}
-GS_HD uint32_t gs_nvmeq_dw3_rlx(struct gs_nvme_cqe *e)
-{
-	return GS_AREF(uint32_t, (uint32_t *)&e->cid).load(cuda::memory_order_relaxed);
-}
-GS_HD void gs_nvmeq_fence_acq(void)
-{
-	cuda::atomic_thread_fence(cuda::memory_order_acquire, cuda::thread_scope_system);
-}
-#else
-GS_HD int gs_nvmeq_trylock(uint64_t *l)
-{
-	uint64_t e = 0;
-
-	return __atomic_compare_exchange_n(l, &e, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
-}
-GS_HD uint32_t gs_nvmeq_cqe_dw3(struct gs_nvme_cqe *e)
-{
-	/* acquire: the entry body is read after the phase bit said it is new */
-	return __atomic_load_n((uint32_t *)&e->cid, __ATOMIC_ACQUIRE);
-}
-GS_HD void gs_nvmeq_db(uint32_t *db, uint32_t v)
-{
-	/* full fence: queue entries written by any thread (seen through our
-	 * acquires) are globally visible before the doorbell store */
-	gs_fence();
-	__atomic_store_n(db, v, __ATOMIC_RELEASE);
-}
-GS_HD void gs_nvmeq_store_rlx32(uint32_t *p, uint32_t v)
-{
-	__atomic_store_n(p, v, __ATOMIC_RELAXED);
-}
-#if defined(__SANITIZE_THREAD__)
-/* TSan models no fences: the batch loads are acquires themselves */
-GS_HD uint32_t gs_nvmeq_dw3_rlx(struct gs_nvme_cqe *e)
-{
-	return gs_nvmeq_cqe_dw3(e);
-}
-GS_HD void gs_nvmeq_fence_acq(void)
-{
-}
-#else
-GS_HD uint32_t gs_nvmeq_dw3_rlx(struct gs_nvme_cqe *e)
-{
-	return __atomic_load_n((uint32_t *)&e->cid, __ATOMIC_RELAXED);
-}
-GS_HD void gs_nvmeq_fence_acq(void)
-{
-	__atomic_thread_fence(__ATOMIC_ACQUIRE);
-}
-#endif
-#endif
-
-GS_HD uint32_t gs_nvmeq_load_acq32(uint32_t *p)
-{
-	return gs_load_acq32(p);
-}
-
 /*
  * Back off in a wait loop.  On the CPU, after a short spin, yield: waiters
  * may outnumber cores, and the thread they wait for (the one holding the
@@ -235,6 +116,13 @@ GS_HD void gs_nvmeq_backoff(uint32_t *ns)
 #else
 	gs_nvmeq_relax(ns);
 #endif
+}
+
+/* The CQE's last dword (cid, phase, status); acquire: the entry body is read
+ * after the phase bit said it is new. */
+GS_HD uint32_t gs_nvmeq_dw3(struct gs_nvme_cqe *e)
+{
+	return gs_load_acq32((uint32_t *)&e->cid);
 }
 
 /* ---- setup ---- */
@@ -296,12 +184,12 @@ GS_HD void gs_nvmeq_move_tail(struct gs_nvmeq *q)
 	uint64_t tail = q->sq_tail, head = gs_load_acq64(&q->sq_head), n = tail;
 
 	/* the head bound cannot bind (see the file comment); it guards the device */
-	while (n - head < q->nslots && gs_nvmeq_load_acq32(&q->sq_mark[n % q->qsize])) {
-		gs_nvmeq_store_rlx32(&q->sq_mark[n % q->qsize], 0);
+	while (n - head < q->nslots && gs_load_acq32(&q->sq_mark[n % q->qsize])) {
+		gs_store_rlx32(&q->sq_mark[n % q->qsize], 0);
 		n++;
 	}
 	if (n != tail) {
-		gs_nvmeq_db(q->sq_db, (uint32_t)(n % q->qsize));
+		gs_store_mmio32(q->sq_db, (uint32_t)(n % q->qsize));
 		gs_store_rel64(&q->sq_tail, n);
 	}
 }
@@ -330,7 +218,7 @@ GS_HD void gs_nvmeq_publish_ticket(struct gs_nvmeq *q, uint64_t t)
 	 * spun forever (seen with 2 slots and 8 threads on 2 CPUs).
 	 */
 	while (gs_load_acq64(&q->sq_tail) <= t) {
-		if (gs_nvmeq_trylock(&q->sq_lock)) {
+		if (gs_trylock64(&q->sq_lock)) {
 			gs_nvmeq_move_tail(q);
 			/* release: tail and marks are updated before the next holder */
 			gs_store_rel64(&q->sq_lock, 0);
@@ -427,17 +315,17 @@ GS_HD void gs_nvmeq_move_head(struct gs_nvmeq *q)
 {
 	uint64_t head = q->cq_head, n = head, sqh = q->sq_head;
 
-	while (n - head < q->qsize && gs_nvmeq_load_acq32(&q->cq_mark[n % q->qsize])) {
+	while (n - head < q->qsize && gs_load_acq32(&q->cq_mark[n % q->qsize])) {
 		uint32_t pos = (uint32_t)(n % q->qsize);
 
 		/* intact until the doorbell below; CQEs are taken in order */
 		sqh = gs_nvmeq_sq_head_at(q, sqh, q->cq[pos].sq_head);
-		gs_nvmeq_store_rlx32(&q->cq_mark[pos], 0);
+		gs_store_rlx32(&q->cq_mark[pos], 0);
 		n++;
 	}
 	if (n != head) {
 		gs_store_rel64(&q->sq_head, sqh);
-		gs_nvmeq_db(q->cq_db, (uint32_t)(n % q->qsize));
+		gs_store_mmio32(q->cq_db, (uint32_t)(n % q->qsize));
 		gs_store_rel64(&q->cq_head, n);
 	}
 }
@@ -452,7 +340,7 @@ GS_HD void gs_nvmeq_consume(struct gs_nvmeq *q, uint64_t i)
 	/* the head, not the mark: entry i + qsize may mark the position again
 	 * before we look (see gs_nvmeq_publish_ticket) */
 	while (gs_load_acq64(&q->cq_head) <= i) {
-		if (gs_nvmeq_trylock(&q->cq_lock)) {
+		if (gs_trylock64(&q->cq_lock)) {
 			gs_nvmeq_move_head(q);
 			/* release: head, marks and sq_head before the next holder */
 			gs_store_rel64(&q->cq_lock, 0);
@@ -472,7 +360,7 @@ GS_HD int gs_nvmeq_poll(struct gs_nvmeq *q, uint64_t t, struct gs_nvme_cqe *out)
 
 	for (i = head; i - head < q->qsize; i++) {
 		struct gs_nvme_cqe *e = &q->cq[i % q->qsize];
-		uint32_t dw3 = gs_nvmeq_cqe_dw3(e);
+		uint32_t dw3 = gs_nvmeq_dw3(e);
 
 		if (((dw3 >> 16) & 1) != gs_nvmeq_phase(q, i))
 			return 0;	/* not posted yet (or a stale head: retry later) */
@@ -512,7 +400,7 @@ GS_HD int gs_nvmeq_collect(struct gs_nvmeq *q, int rounds)
 	uint64_t head, sqh;
 	int got = 0;
 
-	if (!gs_nvmeq_trylock(&q->cq_lock))
+	if (!gs_trylock64(&q->cq_lock))
 		return -1;
 	head = q->cq_head;
 	sqh = q->sq_head;
@@ -522,26 +410,26 @@ GS_HD int gs_nvmeq_collect(struct gs_nvmeq *q, int rounds)
 
 		/* relaxed: all in flight at once; one acquire fence below for the run */
 		for (i = 0; i < GS_NVMEQ_BATCH; i++)
-			dw3[i] = gs_nvmeq_dw3_rlx(&q->cq[(head + i) % q->qsize]);
+			dw3[i] = gs_load_fenced32((uint32_t *)&q->cq[(head + i) % q->qsize].cid);
 		while (k < GS_NVMEQ_BATCH && ((dw3[k] >> 16) & 1) == gs_nvmeq_phase(q, head + k))
 			k++;
 		if (!k)
 			break;
-		gs_nvmeq_fence_acq();
+		gs_fence_acq();
 		/* the SQ head of the run's last entry: CQEs come in order, heads never go
 		 * back (the fence above orders this read after the post) */
 		sqh = gs_nvmeq_sq_head_at(q, sqh,
 					  *(volatile uint16_t *)&q->cq[(head + k - 1) % q->qsize].sq_head);
 		/* the entries are copied (dw3[]): the controller may reuse them */
 		gs_store_rel64(&q->sq_head, sqh);
-		gs_nvmeq_db(q->cq_db, (uint32_t)((head + k) % q->qsize));
+		gs_store_mmio32(q->cq_db, (uint32_t)((head + k) % q->qsize));
 		gs_store_rel64(&q->cq_head, head + k);
 		for (i = 0; i < k; i++) {
 			uint32_t p = (dw3[i] & 0xffff) & (q->nslots - 1);
 			/* the slot's owner: it waits, so its turn is still its ticket */
 			uint64_t t = gs_load_rlx64(&q->turn[p]);
 
-			gs_nvmeq_store_rlx32(&q->cst[p], dw3[i] >> 17);
+			gs_store_rlx32(&q->cst[p], dw3[i] >> 17);
 			/* release: the status before the word that says done */
 			gs_store_rel64(&q->done[p], t);
 		}
@@ -568,7 +456,7 @@ GS_HD uint16_t gs_nvmeq_wait_collected(struct gs_nvmeq *q, uint64_t t)
 	while (gs_load_acq64(&q->done[p]) != t)
 		if (gs_nvmeq_collect(q, 4) <= 0)
 			gs_nvmeq_backoff(&ns);
-	st = gs_nvmeq_load_acq32(&q->cst[p]);
+	st = gs_load_acq32(&q->cst[p]);
 	/* release: the slot's next user (ticket t + nslots) may submit now */
 	gs_store_rel64(&q->turn[p], t + q->nslots);
 	return (uint16_t)st;
@@ -582,7 +470,7 @@ GS_HD int gs_nvmeq_reap(struct gs_nvmeq *q, struct gs_nvme_cqe *out, uint32_t *s
 {
 	uint64_t i = gs_load_acq64(&q->cq_head);
 	struct gs_nvme_cqe *e = &q->cq[i % q->qsize];
-	uint32_t dw3 = gs_nvmeq_cqe_dw3(e), p;
+	uint32_t dw3 = gs_nvmeq_dw3(e), p;
 
 	if (((dw3 >> 16) & 1) != gs_nvmeq_phase(q, i))
 		return 0;
@@ -610,7 +498,7 @@ GS_HD int gs_nvmeq_reap_many(struct gs_nvmeq *q, struct gs_nvme_cqe *out, uint32
 
 	while (n < max && n < q->nslots) {
 		struct gs_nvme_cqe *e = &q->cq[(head + n) % q->qsize];
-		uint32_t dw3 = gs_nvmeq_cqe_dw3(e);
+		uint32_t dw3 = gs_nvmeq_dw3(e);
 
 		if (((dw3 >> 16) & 1) != gs_nvmeq_phase(q, head + n))
 			break;
@@ -623,7 +511,7 @@ GS_HD int gs_nvmeq_reap_many(struct gs_nvmeq *q, struct gs_nvme_cqe *out, uint32
 	}
 	if (!n)
 		return 0;
-	while (!gs_nvmeq_trylock(&q->cq_lock))
+	while (!gs_trylock64(&q->cq_lock))
 		gs_nvmeq_relax(&spins);
 	gs_nvmeq_move_head(q);
 	/* release: head, marks and sq_head before the next holder */
@@ -643,7 +531,7 @@ GS_HD int gs_nvmeq_ready(struct gs_nvmeq *q)
 {
 	uint64_t i = gs_load_acq64(&q->cq_head);
 
-	return ((gs_nvmeq_cqe_dw3(&q->cq[i % q->qsize]) >> 16) & 1) == gs_nvmeq_phase(q, i);
+	return ((gs_nvmeq_dw3(&q->cq[i % q->qsize]) >> 16) & 1) == gs_nvmeq_phase(q, i);
 }
 
 /* ---- commands ---- */
@@ -671,7 +559,7 @@ GS_HD int gs_nvme_status_errno(uint16_t sf)
 GS_HD void gs_nvme_rw(struct gs_nvme_cmd *c, uint8_t opc, uint32_t nsid, uint64_t slba,
 		      uint32_t nlb, uint64_t prp1, uint64_t prp2)
 {
-	struct gs_nvme_cmd z = { 0 };
+	struct gs_nvme_cmd z = GS_ZERO;
 
 	*c = z;
 	c->opc = opc;
@@ -683,4 +571,4 @@ GS_HD void gs_nvme_rw(struct gs_nvme_cmd *c, uint8_t opc, uint32_t nsid, uint64_
 	c->cdw12 = nlb - 1;
 }
 
-#endif /* GS_NVMEQ_H */
+#endif /* GSTORE_NVMEQ_H */

@@ -1,143 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * CAM batching (GPU-initiated, CPU-managed I/O) over one gs_ring.
- *
- * GPU threads (or CPU threads in the unit tests: everything here is
+ * CAM (GPU-initiated, CPU-managed I/O): the queue logic under gs_prefetch()
+ * and gs_write_back() of gstore_cuda.h, over one gs_ring.  GPU threads (or
+ * CPU threads in the unit tests: everything here is static inline and
  * __host__ __device__) turn block ids into ring requests; the I/O core's
- * pollers serve the ring and store each result into a completion word.
- * Data moves between the device and a buffer region registered with the
- * ring (GS_SQE_BUF_OFF offsets), which on the GPU is pinned host memory
- * mapped into the kernel's address space.
- *
- * Completion tracking.  Pollers post a cqe per request into the ring's
- * completion queue (GS_SQE_CQE, tag = ticket).  Waiting GPU threads do not
- * poll host memory each: one of them at a time (col_lock) is the collector,
- * which pops cqes in batches (many loads in flight per PCIe round trip)
- * and turns them into words in producer memory: done[t mod ncw] = t and
- * its result.  The others spin on those words, in GPU memory.  cam->retire
- * is the first ticket not yet complete; the collector advances it over
- * done[] in ticket order, so "everything issued before my call is
- * complete" is retire >= the tail the caller saw.  A ticket's words are
- * reused by the ticket one lap (ncw) later, which waits until retire has
- * passed its predecessor.  Tags with bit 63 set belong to another user of
- * the ring (the BaM cache's bounce slots) and go to the sink arrays.
- *
- * Memory: struct gs_cam, done[], the sinks and the ticket counters live
- * where the producers are (GPU memory for kernels); the ring and the
- * buffer region in memory the pollers reach.  GPU threads do no
- * read-modify-write on the ring's memory with GS_CUDA_DEV_TICKETS.
+ * pollers serve the ring; data moves between the device and the ring's
+ * buffer region (pinned host memory mapped into the kernel's address space
+ * on the GPU).  Tickets, the completion collector, retire and the memory
+ * each part lives in: docs/ARCHITECTURE.md, "GPU path".
  */
-#ifndef GS_CUDA_CAM_H
-#define GS_CUDA_CAM_H
+#ifndef GSTORE_CUDA_CAM_H
+#define GSTORE_CUDA_CAM_H
 
 #include <stdint.h>
-#if !defined(__CUDA_ARCH__)
-#include <sched.h>
-#endif
 
-#include "gstore_ring.h"
-
-/* ---- producer-local atomics: device scope on the GPU, GCC builtins on the CPU ---- */
-#if defined(__CUDA_ARCH__)
-#define GS_DREF(T, p) cuda::atomic_ref<T, cuda::thread_scope_device>(*(p))
-GS_HD uint64_t gs_d_load_acq(uint64_t *p) { return GS_DREF(uint64_t, p).load(cuda::memory_order_acquire); }
-GS_HD uint64_t gs_d_load_rlx(uint64_t *p) { return GS_DREF(uint64_t, p).load(cuda::memory_order_relaxed); }
-GS_HD void gs_d_store_rel(uint64_t *p, uint64_t v) { GS_DREF(uint64_t, p).store(v, cuda::memory_order_release); }
-GS_HD uint64_t gs_d_faa(uint64_t *p, uint64_t v) { return GS_DREF(uint64_t, p).fetch_add(v, cuda::memory_order_relaxed); }
-GS_HD int gs_d_cas(uint64_t *p, uint64_t *exp, uint64_t des)
-{
-	return GS_DREF(uint64_t, p).compare_exchange_strong(*exp, des, cuda::memory_order_acq_rel,
-							     cuda::memory_order_acquire);
-}
-GS_HD int gs_d_cas_i64(int64_t *p, int64_t exp, int64_t des)
-{
-	return GS_DREF(int64_t, p).compare_exchange_strong(exp, des, cuda::memory_order_relaxed);
-}
-GS_HD uint32_t gs_d32_load_acq(uint32_t *p) { return GS_DREF(uint32_t, p).load(cuda::memory_order_acquire); }
-GS_HD uint32_t gs_d32_faa_acq(uint32_t *p, uint32_t v) { return GS_DREF(uint32_t, p).fetch_add(v, cuda::memory_order_acquire); }
-GS_HD uint32_t gs_d32_faa_rel(uint32_t *p, uint32_t v) { return GS_DREF(uint32_t, p).fetch_add(v, cuda::memory_order_release); }
-GS_HD uint32_t gs_d32_faa_acq_rel(uint32_t *p, uint32_t v) { return GS_DREF(uint32_t, p).fetch_add(v, cuda::memory_order_acq_rel); }
-GS_HD uint32_t gs_d32_or(uint32_t *p, uint32_t v) { return GS_DREF(uint32_t, p).fetch_or(v, cuda::memory_order_relaxed); }
-GS_HD uint32_t gs_d32_and(uint32_t *p, uint32_t v) { return GS_DREF(uint32_t, p).fetch_and(v, cuda::memory_order_relaxed); }
-GS_HD void gs_d32_store_rlx(uint32_t *p, uint32_t v) { GS_DREF(uint32_t, p).store(v, cuda::memory_order_relaxed); }
-GS_HD uint32_t gs_d32_load_rlx(uint32_t *p) { return GS_DREF(uint32_t, p).load(cuda::memory_order_relaxed); }
-GS_HD int gs_d32_cas(uint32_t *p, uint32_t exp, uint32_t des)
-{
-	return GS_DREF(uint32_t, p).compare_exchange_strong(exp, des, cuda::memory_order_acq_rel,
-							     cuda::memory_order_relaxed);
-}
-GS_HD void gs_d_store_rlx(uint64_t *p, uint64_t v) { GS_DREF(uint64_t, p).store(v, cuda::memory_order_relaxed); }
-GS_HD void gs_fence_acq_sys(void) { cuda::atomic_thread_fence(cuda::memory_order_acquire, cuda::thread_scope_system); }
-GS_HD int gs_d_trylock(uint64_t *l)
-{
-	uint64_t e = 0;
-
-	/* test before test-and-set: thousands of waiting warps read the line
-	 * instead of queueing atomics on it while the holder works */
-	if (GS_DREF(uint64_t, l).load(cuda::memory_order_relaxed))
-		return 0;
-	return GS_DREF(uint64_t, l).compare_exchange_strong(e, 1, cuda::memory_order_acquire,
-							     cuda::memory_order_relaxed);
-}
-GS_HD uint64_t gs_d_max(uint64_t *p, uint64_t v) { return GS_DREF(uint64_t, p).fetch_max(v, cuda::memory_order_relaxed); }
-GS_HD void gs_d_backoff(uint32_t *ns)
-{
-	__nanosleep(*ns);
-	if (*ns < 2048)
-		*ns *= 2;
-}
-#else
-GS_HD uint64_t gs_d_load_acq(uint64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
-GS_HD uint64_t gs_d_load_rlx(uint64_t *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
-GS_HD void gs_d_store_rel(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
-GS_HD uint64_t gs_d_faa(uint64_t *p, uint64_t v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
-GS_HD int gs_d_cas(uint64_t *p, uint64_t *exp, uint64_t des)
-{
-	return __atomic_compare_exchange_n(p, exp, des, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-}
-GS_HD int gs_d_cas_i64(int64_t *p, int64_t exp, int64_t des)
-{
-	return __atomic_compare_exchange_n(p, &exp, des, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
-}
-GS_HD uint32_t gs_d32_load_acq(uint32_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
-GS_HD uint32_t gs_d32_faa_acq(uint32_t *p, uint32_t v) { return __atomic_fetch_add(p, v, __ATOMIC_ACQUIRE); }
-GS_HD uint32_t gs_d32_faa_rel(uint32_t *p, uint32_t v) { return __atomic_fetch_add(p, v, __ATOMIC_RELEASE); }
-GS_HD uint32_t gs_d32_faa_acq_rel(uint32_t *p, uint32_t v) { return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL); }
-GS_HD uint32_t gs_d32_or(uint32_t *p, uint32_t v) { return __atomic_fetch_or(p, v, __ATOMIC_RELAXED); }
-GS_HD uint32_t gs_d32_and(uint32_t *p, uint32_t v) { return __atomic_fetch_and(p, v, __ATOMIC_RELAXED); }
-GS_HD void gs_d32_store_rlx(uint32_t *p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
-GS_HD uint32_t gs_d32_load_rlx(uint32_t *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
-GS_HD int gs_d32_cas(uint32_t *p, uint32_t exp, uint32_t des)
-{
-	return __atomic_compare_exchange_n(p, &exp, des, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
-}
-GS_HD void gs_d_store_rlx(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
-GS_HD void gs_fence_acq_sys(void) { __atomic_thread_fence(__ATOMIC_ACQUIRE); }
-GS_HD int gs_d_trylock(uint64_t *l)
-{
-	uint64_t e = 0;
-
-	return __atomic_compare_exchange_n(l, &e, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
-}
-GS_HD uint64_t gs_d_max(uint64_t *p, uint64_t v)
-{
-	uint64_t o = __atomic_load_n(p, __ATOMIC_RELAXED);
-
-	while (o < v && !__atomic_compare_exchange_n(p, &o, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-		;
-	return o;
-}
-/* CPU threads (tests) share few cores with the pollers: yield soon */
-GS_HD void gs_d_backoff(uint32_t *ns)
-{
-	if (*ns < 4096) {
-		*ns += 256;
-		gs_cpu_relax();
-	} else {
-		sched_yield();
-	}
-}
-#endif
+#include "gstore_ring.h"	/* gs_ring, GS_HD, the atomics */
 
 #define GS_ERANGE	34
 #define GS_EINVAL	22
@@ -284,13 +161,13 @@ GS_HD int gs_cam_collect(struct gs_cam *c)
 		int k = 0, i;
 
 		for (i = 0; i < GS_CAM_BATCH; i++)	/* all in flight at once */
-			seq[i] = gs_load_rlx64(&cq[(h + i) & c->cq_mask].seq);
+			seq[i] = gs_load_fenced64(&cq[(h + i) & c->cq_mask].seq);
 		while (k < GS_CAM_BATCH && seq[k] == h + k + 1)
 			k++;
 		if (!k)
 			break;
 		/* acquire: the cqe bodies are read after their seq said posted */
-		gs_fence_acq_sys();
+		gs_fence_acq();
 		for (i = 0; i < k; i++) {
 			struct gs_cq_slot *sl = &cq[(h + i) & c->cq_mask];
 
@@ -402,7 +279,7 @@ GS_HD uint64_t gs_cam_issue(struct gs_cam *c, uint8_t op, uint64_t dev_off, uint
 			    uint64_t buf_off)
 {
 	uint64_t t = gs_cam_reserve(c, 1);
-	struct gs_sqe e = { 0 };
+	struct gs_sqe e = GS_ZERO;
 
 	e.op = op;
 	e.flags = GS_SQE_CQE | (op == GS_OP_FLUSH ? 0 : GS_SQE_BUF_OFF);
@@ -512,4 +389,4 @@ GS_HD int gs_cam_flush(struct gs_cam *c)
 	return gs_cam_sync(c);
 }
 
-#endif /* GS_CUDA_CAM_H */
+#endif /* GSTORE_CUDA_CAM_H */

@@ -1,39 +1,21 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * BaM-style software cache (GPU-managed mode): lines in producer memory
- * (GPU memory for kernels), a state word per array page, clock replacement
- * over the slots, refcounts, one miss -> one I/O.  Everything here is
- * __host__ __device__ so that CPU threads test it in CI; the warp
- * coalescing on top (__match_any_sync / __shfl_sync) is in gstore_cuda.h.
- *
- * Page state word pst[page]:
- *   VALID  the page sits in slot pslot[page]; holders of a reference may
- *          read (and, with DIRTY set, write) it
- *   BUSY   a fill or an eviction owns the page; others wait
- *   DIRTY  written since it was read or written back
- *   low 20 bits: references.  VALID and BUSY never coexist.
- * A hit is one fetch-add (acquire) that finds VALID; the release is a
- * fetch-sub (release).  A miss is a CAS from a word with neither VALID nor
- * BUSY (only transient references) to BUSY + 1 by exactly one thread (the
- * others see BUSY and wait), which takes a victim slot and reads the line.
- * Eviction is a CAS VALID[|DIRTY] with no references -> BUSY.
- * Transient references (a fetch-add that found no VALID, undone at once)
- * are why bits are cleared by add/and, never by a plain store.
- *
- * Misses move data through bounce slots in the ring's buffer region (pinned
- * host memory the pollers can reach), one per I/O in flight, handed out by
- * BaM's ticket + turn counter: ticket t uses slot t mod nio on lap
- * t / nio, and waits until turn[slot] == 2 * lap.  The request's cqe
- * carries GS_CAM_SINK | t and lands, through the ring's collector, in the
- * cam's sink word of the slot (cam.h).
+ * BaM (GPU-managed mode): the software cache under gs_array_get()/_set() of
+ * gstore_cuda.h.  Lines in producer memory (GPU memory for kernels), a state
+ * word per array page, clock replacement over the slots, refcounts, one
+ * miss -> one I/O, through the CAM ring (gstore_cuda_cam.h) or NVMe queue
+ * pairs (gstore_nvmeq.h).  Everything here is static inline and __host__
+ * __device__ so that CPU threads test it in CI; the warp coalescing on top
+ * (__match_any_sync / __shfl_sync) is in gstore_cuda.h.  The page state
+ * word and the bounce slots: docs/ARCHITECTURE.md, "GPU path".
  */
-#ifndef GS_CUDA_BAM_H
-#define GS_CUDA_BAM_H
+#ifndef GSTORE_CUDA_BAM_H
+#define GSTORE_CUDA_BAM_H
 
 #include <stdint.h>
 
-#include "gpuq/cuda/cam.h"
-#include "gpuq/nvmeq.h"
+#include "gstore_cuda_cam.h"
+#include "gstore_nvmeq.h"
 
 #define GS_BAM_VALID	0x80000000u
 #define GS_BAM_BUSY	0x40000000u
@@ -71,7 +53,7 @@ struct gs_bam {
 	uint32_t nvme_nq;	/* NVMe mode: queues (0: ring mode) */
 	struct gs_cam *cam;	/* ring, sq ticket, extents, region */
 	/* NVMe mode: misses are NVMe commands put into queue pairs by the
-	 * missing thread itself (gpuq/nvmeq.h); bounce slot s is at bus
+	 * missing thread itself (gstore_nvmeq.h); bounce slot s is at bus
 	 * address prp_base + s * line, cam->buf + bounce_off + s * line here */
 	struct gs_nvmeq *nvmeq;	/* [nvme_nq] */
 	uint64_t prp_base;
@@ -121,7 +103,7 @@ GS_HD int64_t gs_bam_nvme_io(struct gs_bam *b, uint8_t op, uint64_t dev, uint32_
 	uint16_t sf;
 
 	if (op == GS_OP_FLUSH) {
-		struct gs_nvme_cmd z = { 0 };
+		struct gs_nvme_cmd z = GS_ZERO;
 
 		cmd = z;
 		cmd.opc = GS_NVME_CMD_FLUSH;
@@ -151,7 +133,7 @@ GS_HD int gs_bam_io(struct gs_bam *b, uint8_t op, uint64_t page, uint32_t slot)
 	uint32_t len = 1u << b->line_shift, ns = 64;
 	uint64_t t, lap, boff;
 	uint32_t s;
-	struct gs_sqe e = { 0 };
+	struct gs_sqe e = GS_ZERO;
 	char *line = b->data + ((uint64_t)slot << b->line_shift);
 	int64_t res;
 
@@ -370,4 +352,4 @@ GS_HD int gs_bam_flush_slots(struct gs_bam *b, uint64_t first, uint64_t stride)
 	return ret;
 }
 
-#endif /* GS_CUDA_BAM_H */
+#endif /* GSTORE_CUDA_BAM_H */

@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The FUSE front end as the daemon's main (bin/gstorefs.c) sees it: build a
+ * session over a mounted gs_fs, run it, destroy it.  The only header of
+ * fs/fuse/ that the build lets bin/gstorefs.c include (-Ifs/fuse for it alone);
+ * the handlers and the virtual-node layer stay in fuse_internal.h.
+ */
+#ifndef GS_FS_FUSE_GSTOREFS_H
+#define GS_FS_FUSE_GSTOREFS_H
+
+#ifndef FUSE_USE_VERSION
+#define FUSE_USE_VERSION 312
+#endif
+#include <fuse_lowlevel.h>
+
+#include "gstore_fs.h"
+
+struct gs_fuse;
+
+struct gs_fuse_conf {
+	unsigned rdonly;	/* mounted -o ro */
+	double timeout;		/* attr/entry cache timeout, seconds (< 0: default 1.0) */
+	unsigned readahead_kib;	/* kernel read-ahead window, KiB (0: the kernel's) */
+};
+
+/* Build the session (fuse_session_new with our ops) over a mounted @fs.
+ * @args: the FUSE options (libfuse consumes what it knows). */
+int gs_fuse_new(struct gs_fuse **gfp, struct gs_fs *fs, const struct gs_fuse_conf *conf,
+		struct fuse_args *args);
+struct fuse_session *gs_fuse_session(struct gs_fuse *gf);
+/* Destroys the session; the caller unmounts @fs afterwards. */
+void gs_fuse_destroy(struct gs_fuse *gf);
+/* After fuse_session_mount(), before the loop: widen the kernel's read-ahead
+ * for the mount at @mnt to conf->readahead_kib (the bdi's read_ahead_kb;
+ * needs root).  0, or -errno (nothing changed). */
+int gs_fuse_set_readahead(struct gs_fuse *gf, const char *mnt);
+
+#endif /* GS_FS_FUSE_GSTOREFS_H */
