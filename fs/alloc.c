@@ -169,11 +169,6 @@ void alloc_destroy(struct gs_fs *fs)
 	memset(&fs->al, 0, sizeof(fs->al));
 }
 
-uint64_t alloc_free_blocks(const struct gs_fs *fs)
-{
-	return fs->al.nfree;
-}
-
 /* First zero bit at or after @from, below @to; @to if none. */
 static uint64_t next_zero(const struct alloc *a, uint64_t from, uint64_t to)
 {

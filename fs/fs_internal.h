@@ -323,7 +323,6 @@ bool alloc_map_room(const struct gs_fs *fs);
 void alloc_release_pending(struct gs_fs *fs, struct fextlist *l);
 int alloc_inode(struct gs_fs *fs, uint64_t *ino);
 int free_inode_bit(struct gs_fs *fs, uint64_t ino);
-uint64_t alloc_free_blocks(const struct gs_fs *fs);
 bool bit_test(const uint64_t *map, uint64_t i);
 
 /* catalog.c */
@@ -376,7 +375,6 @@ int xmap_insert(struct gs_fs *fs, struct gs_inode *ip, const struct gs_ext *e);
 int xmap_remove(struct gs_fs *fs, struct gs_inode *ip, uint64_t lblk, uint64_t count,
 		bool free_blocks);
 int xmap_sync(struct gs_fs *fs, struct gs_inode *ip);
-int xmap_truncate_blocks(struct gs_fs *fs, struct gs_inode *ip, uint64_t from);
 /* Free every block an object owns (data, extent nodes). */
 int xmap_free_all(struct gs_fs *fs, struct gs_inode *ip);
 int array_truncate(struct gs_fs *fs, struct gs_inode *ip, uint64_t size);

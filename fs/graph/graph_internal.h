@@ -458,7 +458,6 @@ int gr_sorter_add(struct gr_sorter *s, uint64_t u, uint64_t v, float w);
 int gr_sorter_finish(struct gr_sorter *s);
 int gr_sorter_next(struct gr_sorter *s, struct gr_edge *e);
 uint64_t gr_sorter_count(const struct gr_sorter *s);
-unsigned gr_sorter_runs(const struct gr_sorter *s);
 void gr_sorter_free(struct gr_sorter *s);
 
 /* graph_async.c */

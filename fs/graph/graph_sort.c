@@ -265,11 +265,6 @@ uint64_t gr_sorter_count(const struct gr_sorter *s)
 	return s->count;
 }
 
-unsigned gr_sorter_runs(const struct gr_sorter *s)
-{
-	return s->nruns;
-}
-
 static int run_fill(struct run *r)
 {
 	size_t want = r->len - r->next < r->bcap ? (size_t)(r->len - r->next) : r->bcap;

@@ -108,16 +108,6 @@ static int sb_write_locked(struct gs_nd *nd)
 	return ret;
 }
 
-int nd_sb_write(struct gs_nd *nd)
-{
-	int ret;
-
-	pthread_mutex_lock(&nd->imu);
-	ret = sb_write_locked(nd);
-	pthread_mutex_unlock(&nd->imu);
-	return ret;
-}
-
 int nd_sb_write_if_dirty(struct gs_nd *nd)
 {
 	int ret = 0;

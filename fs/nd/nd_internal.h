@@ -271,7 +271,6 @@ struct nd_sbx {
 int nd_sb_decode(const struct gs_nd_disk_super *d, struct gs_nd_params *p, struct nd_sbx *x);
 /* The superblock of GS_T_ND object @ino (-ENODATA: not formatted). */
 int nd_fs_super(struct gs_fs *fs, uint64_t ino, struct gs_nd_params *p, struct nd_sbx *x);
-int nd_sb_write(struct gs_nd *nd);
 int nd_sb_write_if_dirty(struct gs_nd *nd);
 /* slot + 1 of block @bid, 0 if never written. */
 int nd_index_lookup(struct gs_nd *nd, uint64_t bid, uint64_t *slot1);
