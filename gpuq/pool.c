@@ -35,8 +35,8 @@
 #include "gpuq_internal.h"
 #include "pool.h"
 #include "gs_log.h"
-#include "lib/crc32c.h"
-#include "uapi/gstore_format.h"
+#include "crc32c.h"
+#include "gstore_format.h"
 
 #define POOL_MAX_IO	(64u << 20)
 #define LOG_LIMIT	16	/* "no copy left" messages per member */

@@ -4,7 +4,7 @@
 #include <stddef.h>
 
 #include "pool.h"
-#include "uapi/gstore_format.h"
+#include "gstore_format.h"
 
 static uint64_t div_up(uint64_t a, uint64_t b)
 {

@@ -13,7 +13,7 @@
 
 #include "gstore_fs.h"
 #include "gstore_q.h"
-#include "uapi/gstore_format.h"
+#include "gstore_format.h"
 #include "cmd.h"
 
 /* "pool:D1:D2:..." for gs_q_params.backend / gs_fs_opts.backend */
