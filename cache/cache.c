@@ -273,6 +273,11 @@ static int fill(struct gs_cache *c, struct gs_line *l, uint64_t n, unsigned int 
 	return r;
 }
 
+void cache_wait_fill(struct gs_line *l)
+{
+	wait_fill(l);
+}
+
 /* ---- clock replacement ---- */
 
 /*
@@ -449,11 +454,24 @@ int gs_cache_get(struct gs_cache *c, uint64_t off, unsigned int flags, struct gs
 	return 0;
 }
 
-void gs_cache_dirty(struct gs_cache *c, struct gs_line *l)
+/* Set the dirty bits of blocks [first, last] of @l, then the line's flag. */
+static void mark_dirty(struct gs_line *l, uint32_t first, uint32_t last)
 {
 	uint64_t ds = __atomic_load_n(&l->ds, __ATOMIC_RELAXED);
 	uint32_t old;
 
+	for (uint32_t w = first / 64; w <= last / 64; w++) {
+		uint32_t lo = w == first / 64 ? first % 64 : 0;
+		uint32_t hi = w == last / 64 ? last % 64 : 63;
+		uint64_t bits = (hi == 63 ? ~0ull : (1ull << (hi + 1)) - 1) & ~((1ull << lo) - 1);
+
+		/* release: the caller's bytes before the bits that make a
+		 * write-back take them */
+		if ((__atomic_load_n(&l->dmask[w], __ATOMIC_RELAXED) & bits) != bits)
+			__atomic_fetch_or(&l->dmask[w], bits, __ATOMIC_RELEASE);
+		else
+			__atomic_thread_fence(__ATOMIC_RELEASE);
+	}
 	/* release: the caller's stores to the line before the write-back that
 	 * samples this generation */
 	while (!__atomic_compare_exchange_n(&l->ds, &ds, (ds + DS_GEN1) | DS_DIRTY, false,
@@ -465,6 +483,20 @@ void gs_cache_dirty(struct gs_cache *c, struct gs_line *l)
 		if (old & LS_WAITERS)
 			cache_futex_wake(&l->state);
 	}
+}
+
+void gs_cache_dirty(struct gs_cache *c, struct gs_line *l)
+{
+	mark_dirty(l, 0, c->units - 1);
+}
+
+void gs_cache_dirty_range(struct gs_cache *c, struct gs_line *l, uint32_t off, uint32_t len)
+{
+	if (!len || off >= c->line_size)
+		return;
+	if (len > c->line_size - off)
+		len = c->line_size - off;
+	mark_dirty(l, off >> c->unit_shift, (off + len - 1) >> c->unit_shift);
 }
 
 void gs_cache_put(struct gs_cache *c, struct gs_line *l)
@@ -544,7 +576,7 @@ int cache_create_ops(struct gs_cache **cp, const struct cache_io_ops *ops, void 
 {
 	static const struct gs_cache_params defaults;
 	uint64_t nb = 16, nlines;
-	uint32_t nlocks, ls;
+	uint32_t nlocks, ls, unit;
 	struct gs_q_geom g;
 	struct gs_cache *c;
 	size_t mem;
@@ -566,6 +598,13 @@ int cache_create_ops(struct gs_cache **cp, const struct cache_io_ops *ops, void 
 	if ((ls & (ls - 1)) || (g.lba_size & (g.lba_size - 1)) || ls < g.lba_size ||
 	    g.lba_size > (uint64_t)page || (g.max_io && ls > g.max_io))
 		return -EINVAL;
+	unit = p->block_size ? p->block_size : g.lba_size;
+	if ((unit & (unit - 1)) || unit < g.lba_size)
+		return -EINVAL;
+	if (unit > ls)
+		unit = ls;
+	if (ls / unit > 64 * MASK_WORDS)
+		unit = ls / (64 * MASK_WORDS);
 	nlines = mem / ls;
 	if (!nlines || nlines > (REF_MASK >> 1))
 		return -EINVAL;
@@ -581,6 +620,8 @@ int cache_create_ops(struct gs_cache **cp, const struct cache_io_ops *ops, void 
 	c->dev = dev;
 	c->line_size = ls;
 	c->line_shift = (uint32_t)__builtin_ctz(ls);
+	c->unit_shift = (uint32_t)__builtin_ctz(unit);
+	c->units = ls / unit;
 	c->nlines = (uint32_t)nlines;
 	c->readahead = p->readahead;
 	c->lba = g.lba_size;

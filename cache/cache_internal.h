@@ -25,6 +25,15 @@
  * - ds packs the dirty flag, the write-back flag and a generation that
  *   gs_cache_dirty() bumps, so "clear DIRTY only if nobody re-dirtied the
  *   line while it was being written" is one CAS.
+ *
+ * - dmask says which blocks (units of c->unit bytes) of the line are dirty.
+ *   A writer sets its bits after copying its bytes and before it bumps ds; a
+ *   write-back takes the bits with an exchange once it owns DS_WB and writes
+ *   only those blocks, so bits set after the exchange stay for the next
+ *   write-back, and a failed write-back puts its bits back.  Writing clean
+ *   blocks too would be wrong, not just slow: their bytes are what the line
+ *   read, and the device may have changed under them since (direct I/O of a
+ *   lease to blocks that share the line with cached metadata).
  */
 #ifndef GS_CACHE_INTERNAL_H
 #define GS_CACHE_INTERNAL_H
@@ -56,6 +65,7 @@ int cache_create_ops(struct gs_cache **cp, const struct cache_io_ops *ops, void 
 		     const struct gs_cache_params *p);
 
 #define LINE_NONE	UINT64_MAX
+#define MASK_WORDS	4	/* dirty bits per line: up to 256 blocks */
 
 /* gs_line.state: low byte the state, LS_WAITERS set by a sleeping waiter */
 enum {
@@ -93,8 +103,8 @@ struct gs_line {
 	uint32_t ref __attribute__((aligned(64)));	/* pins | REF_EVICT (atomic) */
 	uint32_t wbseq;		/* futex word: bumped whenever a write-back ends */
 	uint64_t ds;		/* DS_* | generation << 32 (atomic) */
-	int32_t wb_res;		/* result of a batched write-back */
-	struct gs_q_io io;	/* read-ahead or batched write-back request */
+	uint64_t dmask[MASK_WORDS];	/* dirty blocks (atomic) */
+	struct gs_q_io io;	/* read-ahead request */
 } __attribute__((aligned(64)));
 
 struct cache_lock {
@@ -123,6 +133,8 @@ struct gs_cache {
 	void *dev;
 	uint32_t line_size;
 	uint32_t line_shift;
+	uint32_t unit_shift;	/* log2 of the dirty-tracking block */
+	uint32_t units;		/* blocks per line (<= 64 * MASK_WORDS) */
 	uint32_t nlines;
 	uint32_t readahead;
 	uint32_t lba;
@@ -178,6 +190,9 @@ struct gs_line *cache_insert(struct gs_cache *c, struct gs_line *v, uint64_t n, 
 void cache_fill_done(struct gs_cache *c, struct gs_line *l, int err);
 void cache_futex_wait(uint32_t *w, uint32_t val);
 void cache_futex_wake(uint32_t *w);
+
+/* cache.c */
+void cache_wait_fill(struct gs_line *l);
 
 /* flush.c */
 int cache_writeback(struct gs_cache *c, struct gs_line *l);

@@ -80,56 +80,124 @@ static void wb_end(struct gs_cache *c, struct gs_line *l, uint64_t ds, int err)
 		cache_futex_wake(&l->wbseq);
 }
 
-static int wb_write(struct gs_cache *c, struct gs_line *l)
+/* Take the dirty bits of @l (its write-back is ours: DS_WB). */
+static void mask_take(struct gs_line *l, uint64_t *m)
 {
-	uint64_t n = __atomic_load_n(&l->tag, __ATOMIC_RELAXED);
-	uint32_t len = cache_io_len(c, n);
-	ssize_t r = c->ops->pwrite(c->dev, l->data, len, line_off(c, n));
-
-	return r == (ssize_t)len ? 0 : r < 0 ? (int)r : -EIO;
+	/* acquire: pairs with mark_dirty(), the bytes of the blocks we take */
+	for (int w = 0; w < MASK_WORDS; w++)
+		m[w] = __atomic_exchange_n(&l->dmask[w], 0, __ATOMIC_ACQUIRE);
 }
 
-/* Write @l (pinned by the caller) if it is dirty, synchronously. */
+/* A failed write-back: its blocks are dirty again. */
+static void mask_restore(struct gs_line *l, const uint64_t *m)
+{
+	for (int w = 0; w < MASK_WORDS; w++)
+		if (m[w])
+			__atomic_fetch_or(&l->dmask[w], m[w], __ATOMIC_RELAXED);
+}
+
+static bool mask_test(const uint64_t *m, uint32_t i)
+{
+	return m[i / 64] >> (i % 64) & 1;
+}
+
+/*
+ * The next run of dirty blocks of line @n from block *pos: byte offset in
+ * the line and length (clipped to the device), or false when none is left.
+ */
+static bool next_run(const struct gs_cache *c, uint64_t n, const uint64_t *m, uint32_t *pos,
+		     uint32_t *off, uint32_t *len)
+{
+	uint32_t i = *pos, j, end = cache_io_len(c, n);
+
+	while (i < c->units && !mask_test(m, i))
+		i++;
+	if (i == c->units || (i << c->unit_shift) >= end)
+		return false;
+	for (j = i + 1; j < c->units && mask_test(m, j); j++)
+		;
+	*pos = j;
+	*off = i << c->unit_shift;
+	*len = j << c->unit_shift;
+	if (*len > end)
+		*len = end;
+	*len -= *off;
+	return true;
+}
+
+/* Write the blocks of @m of @l, one request per run, synchronously. */
+static int wb_write(struct gs_cache *c, struct gs_line *l, const uint64_t *m)
+{
+	uint64_t n = __atomic_load_n(&l->tag, __ATOMIC_RELAXED);
+	uint32_t pos = 0, off, len;
+
+	while (next_run(c, n, m, &pos, &off, &len)) {
+		ssize_t r = c->ops->pwrite(c->dev, (char *)l->data + off, len, line_off(c, n) + off);
+
+		if (r != (ssize_t)len)
+			return r < 0 ? (int)r : -EIO;
+	}
+	return 0;
+}
+
+/* Write @l's dirty blocks (the caller pins it), synchronously. */
 int cache_writeback(struct gs_cache *c, struct gs_line *l)
 {
-	uint64_t ds;
+	uint64_t ds, m[MASK_WORDS];
 	int r;
 
 	while ((r = wb_try_begin(l, &ds)) < 0)
 		wait_wb(l);
 	if (!r)
 		return 0;
-	r = wb_write(c, l);
+	mask_take(l, m);
+	r = wb_write(c, l, m);
+	if (r)
+		mask_restore(l, m);
 	wb_end(c, l, ds, r);
 	return r;
 }
 
 /* ---- batched write-back for flushes: many writes in flight at once ---- */
 
-#define WB_BATCH	64
+#define WB_BATCH	64	/* lines */
+#define WB_IOS		256	/* requests (runs of dirty blocks) */
+
+struct wb_batch;
+
+struct wb_io {
+	struct gs_q_io io;
+	struct wb_batch *b;
+	unsigned int li;	/* index of its line in the batch */
+};
 
 struct wb_batch {
 	uint32_t pending;	/* writes not completed (futex word) */
-	unsigned int n;
+	unsigned int n, nio;
 	struct gs_line *l[WB_BATCH];	/* pinned, DS_WB claimed */
 	uint64_t ds[WB_BATCH];
-	struct gs_q_io *ios[WB_BATCH];
+	uint64_t m[WB_BATCH][MASK_WORDS];	/* the blocks each line writes */
+	int res[WB_BATCH];
+	struct wb_io io[WB_IOS];
+	struct gs_q_io *ios[WB_IOS];
 };
 
 /* Completion callback, on a poller thread. */
 static void wb_done(struct gs_q_io *io, int64_t res)
 {
-	struct gs_line *l = (struct gs_line *)((char *)io - offsetof(struct gs_line, io));
-	struct wb_batch *b = io->priv;
+	struct wb_io *w = (struct wb_io *)((char *)io - offsetof(struct wb_io, io));
+	struct wb_batch *b = w->b;
+	int e = res == (int64_t)io->len ? 0 : res < 0 ? (int)res : -EIO;
 
-	l->wb_res = res == (int64_t)io->len ? 0 : res < 0 ? (int)res : -EIO;
-	/* release: wb_res before the count; the waiter may return (and b go
+	if (e)
+		__atomic_store_n(&b->res[w->li], e, __ATOMIC_RELAXED);
+	/* release: res before the count; the waiter may return (and b go
 	 * away) once it reads 0, the wake then hits a stale address: harmless */
 	if (!__atomic_sub_fetch(&b->pending, 1, __ATOMIC_RELEASE))
 		cache_futex_wake(&b->pending);
 }
 
-/* Write the batch's lines, wait for all of them, end their write-backs. */
+/* Write the batch's runs, wait for all of them, end their lines' write-backs. */
 static int wb_run(struct gs_cache *c, struct wb_batch *b)
 {
 	uint32_t p;
@@ -137,45 +205,40 @@ static int wb_run(struct gs_cache *c, struct wb_batch *b)
 
 	if (!b->n)
 		return 0;
-	for (unsigned int i = 0; i < b->n; i++) {
-		struct gs_line *l = b->l[i];
-		uint64_t n = __atomic_load_n(&l->tag, __ATOMIC_RELAXED);
-
-		l->io = (struct gs_q_io){
-			.op = GS_OP_WRITE, .len = cache_io_len(c, n), .off = line_off(c, n),
-			.buf = l->data, .done = wb_done, .priv = b,
-		};
-		b->ios[i] = &l->io;
-	}
-	b->pending = b->n;
-	if (c->ops->submit)
-		r = c->ops->submit(c->dev, b->ios, b->n);
+	b->pending = b->nio;
+	if (b->nio && c->ops->submit)
+		r = c->ops->submit(c->dev, b->ios, b->nio);
 	if (r < 0) {
 		/* nothing queued: write them one by one */
 		for (unsigned int i = 0; i < b->n; i++)
-			b->l[i]->wb_res = wb_write(c, b->l[i]);
+			b->res[i] = wb_write(c, b->l[i], b->m[i]);
 	} else {
-		/* acquire: pairs with wb_done(), every wb_res is visible at 0 */
+		/* acquire: pairs with wb_done(), every res is visible at 0 */
 		while ((p = __atomic_load_n(&b->pending, __ATOMIC_ACQUIRE)))
 			cache_futex_wait(&b->pending, p);
 	}
 	for (unsigned int i = 0; i < b->n; i++) {
 		struct gs_line *l = b->l[i];
-		int e = l->wb_res;
+		int e = b->res[i];
 
+		if (e)
+			mask_restore(l, b->m[i]);
 		wb_end(c, l, b->ds[i], e);
 		cache_unpin(l);
 		if (e && !err)
 			err = e;
 	}
 	b->n = 0;
+	b->nio = 0;
 	return err;
 }
 
 /* Queue pinned @l for write-back if it is dirty; the batch owns the pin. */
 static int wb_add(struct gs_cache *c, struct wb_batch *b, struct gs_line *l)
 {
-	uint64_t ds;
+	uint64_t ds, n = __atomic_load_n(&l->tag, __ATOMIC_RELAXED), m[MASK_WORDS];
+	uint32_t pos = 0, off, len, runs = 0;
+	unsigned int li;
 	int err = 0, r;
 
 	/* never wait for another write-back while holding claims of our own:
@@ -190,8 +253,40 @@ static int wb_add(struct gs_cache *c, struct wb_batch *b, struct gs_line *l)
 		cache_unpin(l);
 		return err;
 	}
-	b->l[b->n] = l;
-	b->ds[b->n++] = ds;
+	mask_take(l, m);
+	while (next_run(c, n, m, &pos, &off, &len))
+		runs++;
+	if (b->nio + runs > WB_IOS) {
+		r = wb_run(c, b);
+		if (r && !err)
+			err = r;
+	}
+	li = b->n++;
+	b->l[li] = l;
+	b->ds[li] = ds;
+	b->res[li] = 0;
+	memcpy(b->m[li], m, sizeof(m));
+	if (runs > WB_IOS) {
+		/* more runs than a batch holds: this line goes on its own */
+		b->res[li] = wb_write(c, l, m);
+		b->n--;
+		if (b->res[li])
+			mask_restore(l, m);
+		wb_end(c, l, ds, b->res[li]);
+		cache_unpin(l);
+		return err ? err : b->res[li];
+	}
+	for (pos = 0; next_run(c, n, m, &pos, &off, &len);) {
+		struct wb_io *w = &b->io[b->nio];
+
+		w->io = (struct gs_q_io){
+			.op = GS_OP_WRITE, .len = len, .off = line_off(c, n) + off,
+			.buf = (char *)l->data + off, .done = wb_done,
+		};
+		w->b = b;
+		w->li = li;
+		b->ios[b->nio++] = &w->io;
+	}
 	if (b->n == WB_BATCH) {
 		r = wb_run(c, b);
 		if (r && !err)
@@ -259,10 +354,11 @@ static void line_range(const struct gs_cache *c, uint64_t off, uint64_t len, uin
 
 static int flush_lines(struct gs_cache *c, uint64_t first, uint64_t last)
 {
-	struct wb_batch b;
+	struct wb_batch b;	/* about 20 KiB */
 	int err = 0, r;
 
 	b.n = 0;
+	b.nio = 0;
 	if (last - first < c->nlines) {
 		/* a short range: look its lines up */
 		for (uint64_t n = first;; n++) {
@@ -385,4 +481,88 @@ void gs_cache_invalidate(struct gs_cache *c, uint64_t off, uint64_t len)
 			drop_locked(c, l, t);
 		pthread_mutex_unlock(m);
 	}
+}
+
+/*
+ * Write back and drop line @n if it is cached.  A pinned line is waited for
+ * (pins are short: a copy, a fill); a line dirtied again between our
+ * write-back and the drop is written back again.
+ */
+static int drop_line(struct gs_cache *c, uint64_t n)
+{
+	for (;;) {
+		pthread_mutex_t *m = cache_bucket_lock(c, n);
+		struct gs_line *l;
+		bool inserted;
+		uint32_t zero = 0;
+		int r;
+
+		l = cache_insert(c, NULL, n, &inserted);	/* pinned, if present */
+		if (!l)
+			return 0;
+		if ((__atomic_load_n(&l->state, __ATOMIC_ACQUIRE) & LS_MASK) == LS_BUSY)
+			cache_wait_fill(l);
+		r = cache_writeback(c, l);
+		cache_unpin(l);
+		if (r < 0) {
+			cache_record_error(c, n, r);
+			return r;
+		}
+		pthread_mutex_lock(m);
+		if (cache_find_locked(c, n) != l) {
+			pthread_mutex_unlock(m);
+			continue;	/* gone (failed fill, eviction) or replaced */
+		}
+		if (!__atomic_compare_exchange_n(&l->ref, &zero, REF_EVICT, false,
+						 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+			pthread_mutex_unlock(m);
+			sched_yield();	/* someone holds a pin: let them finish */
+			continue;
+		}
+		if ((__atomic_load_n(&l->ds, __ATOMIC_RELAXED) & DS_DIRTY) ||
+		    (__atomic_load_n(&l->state, __ATOMIC_RELAXED) & LS_MASK) == LS_BUSY) {
+			cache_release_frozen(l);
+			pthread_mutex_unlock(m);
+			continue;
+		}
+		cache_unhash_locked(c, l, n);
+		__atomic_store_n(&l->tag, LINE_NONE, __ATOMIC_RELAXED);
+		__atomic_store_n(&l->state, LS_INVALID, __ATOMIC_RELAXED);
+		__atomic_store_n(&l->refbit, 0, __ATOMIC_RELAXED);
+		cache_release_frozen(l);
+		pthread_mutex_unlock(m);
+		return 0;
+	}
+}
+
+int gs_cache_drop_range(struct gs_cache *c, uint64_t off, uint64_t len)
+{
+	uint64_t first, last;
+	int err = 0, r;
+
+	if (!len)
+		return 0;
+	line_range(c, off, len, &first, &last);
+	if (last - first < c->nlines) {
+		for (uint64_t n = first;; n++) {
+			r = drop_line(c, n);
+			if (r && !err)
+				err = r;
+			if (n == last)
+				break;
+		}
+		return err;
+	}
+	for (uint32_t i = 0; i < c->nlines; i++) {
+		uint64_t t = __atomic_load_n(&c->lines[i].tag, __ATOMIC_RELAXED);
+
+		/* a line filled after the walk passed it read the device after
+		 * the call began: it is no copy from before */
+		if (t != LINE_NONE && t >= first && t <= last) {
+			r = drop_line(c, t);
+			if (r && !err)
+				err = r;
+		}
+	}
+	return err;
 }

@@ -88,7 +88,7 @@ ssize_t gs_cache_write(struct gs_cache *c, const void *buf, size_t len, uint64_t
 		if (r < 0)
 			return r;
 		memcpy((char *)data + lo, (const char *)buf + done, chunk);
-		gs_cache_dirty(c, l);
+		gs_cache_dirty_range(c, l, (uint32_t)lo, (uint32_t)chunk);
 		gs_cache_put(c, l);
 		done += chunk;
 	}

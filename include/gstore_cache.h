@@ -6,8 +6,11 @@
  * (second chance, as in BaM), never evicted while pinned (refcount > 0).
  * States: invalid, busy (I/O in flight), valid, dirty.  Concurrent misses
  * on one line cause one device read; the other threads wait for it.
- * Dirty lines are written back on eviction and on flush; a flush writes
- * the dirty lines, waits for them, then flushes the device.
+ * Dirtiness is kept per block of a line (gs_cache_params.block_size): a
+ * write-back writes only the blocks that were modified, never a clean block
+ * whose device copy may have changed around the cache since the line was
+ * read.  Dirty lines are written back on eviction and on flush; a flush
+ * writes the dirty blocks, waits for them, then flushes the device.
  *
  * All functions return 0 (or a count) on success and -errno on failure.
  */
@@ -31,6 +34,8 @@ struct gs_cache_params {
 	size_t mem_bytes;	/* budget for line data (0: 64 MiB) */
 	uint32_t line_size;	/* bytes, power of two, >= device lba (0: 64 KiB) */
 	uint32_t readahead;	/* max lines read ahead on sequential access (0: off) */
+	uint32_t block_size;	/* dirty-tracking unit, power of two (0: the device's lba);
+				 * raised to line_size / 256 if smaller */
 };
 
 int gs_cache_create(struct gs_cache **cp, struct gs_q *q, const struct gs_cache_params *p);
@@ -55,8 +60,10 @@ enum {
  */
 int gs_cache_get(struct gs_cache *c, uint64_t off, unsigned flags, struct gs_line **lp,
 		 void **data);
-/* Mark a pinned line dirty after modifying its bytes. */
+/* Mark a pinned line dirty after modifying its bytes: all of it, or the
+ * blocks covering bytes [off, off + len) of the line. */
 void gs_cache_dirty(struct gs_cache *c, struct gs_line *l);
+void gs_cache_dirty_range(struct gs_cache *c, struct gs_line *l, uint32_t off, uint32_t len);
 void gs_cache_put(struct gs_cache *c, struct gs_line *l);
 
 /* Byte-range copies through the cache (any offset and length). */
@@ -72,6 +79,14 @@ int gs_cache_flush(struct gs_cache *c);
 int gs_cache_flush_range(struct gs_cache *c, uint64_t off, uint64_t len);
 /* Drop clean unpinned lines in the range (after the device changed under us). */
 void gs_cache_invalidate(struct gs_cache *c, uint64_t off, uint64_t len);
+/*
+ * Write back the dirty blocks of every line overlapping [off, off+len) and
+ * drop those lines, waiting for pins and fills in flight on them: once it
+ * returns, no line holds a copy of the range taken before the call.  Used
+ * around I/O that bypasses the cache.  Returns the first write-back error
+ * (that line stays, dirty).
+ */
+int gs_cache_drop_range(struct gs_cache *c, uint64_t off, uint64_t len);
 /* Hint: [off, off+len) will be read soon; starts reads without waiting. */
 void gs_cache_readahead(struct gs_cache *c, uint64_t off, uint64_t len);
 
