@@ -766,7 +766,7 @@ static bool has_data(uint16_t type)
 }
 
 /* Look the object up and load its map.  *ipp holds a reference. */
-static int data_get(struct gs_fs *fs, uint64_t ino, struct gs_inode **ipp)
+int data_get(struct gs_fs *fs, uint64_t ino, struct gs_inode **ipp)
 {
 	struct gs_inode *ip;
 	int ret;
@@ -788,7 +788,7 @@ unlock:
 	return ret;
 }
 
-static void data_put(struct gs_fs *fs, struct gs_inode *ip)
+void data_put(struct gs_fs *fs, struct gs_inode *ip)
 {
 	pthread_mutex_lock(&fs->ns);
 	iput(fs, ip);
@@ -961,10 +961,11 @@ static void unreserve_new(struct gs_fs *fs, struct segv *s)
 
 /*
  * Split [b0, b1) into mapped, unwritten and new segments, reserving blocks
- * for the holes.  Under fs->ns.  On failure nothing stays reserved.
+ * for the holes (with @contig, each hole in one run if the allocator has
+ * one).  Under fs->ns.  On failure nothing stays reserved.
  */
 static int plan(struct gs_fs *fs, struct gs_inode *ip, uint64_t b0, uint64_t b1,
-		struct segv *s)
+		struct segv *s, bool contig)
 {
 	uint64_t lb = b0, goal;
 	const struct gs_ext *prev = xmap_prev(&ip->map, b0);
@@ -989,7 +990,11 @@ static int plan(struct gs_fs *fs, struct gs_inode *ip, uint64_t b0, uint64_t b1,
 		while (lb < hend && !ret) {
 			uint64_t blk, got;
 
-			ret = alloc_reserve(fs, goal, hend - lb, false, false, &blk, &got);
+			ret = -ENOSPC;
+			if (contig)
+				ret = alloc_reserve(fs, goal, hend - lb, false, true, &blk, &got);
+			if (ret == -ENOSPC)
+				ret = alloc_reserve(fs, goal, hend - lb, false, false, &blk, &got);
 			if (ret < 0)
 				break;
 			ret = seg_push(s, (struct seg){ lb, got, blk, SEG_NEW });
@@ -1105,7 +1110,7 @@ static ssize_t write_once(struct gs_fs *fs, uint64_t ino, const void *buf, size_
 	b0 = off >> fs->bshift;
 	b1 = (end + fs->bs - 1) >> fs->bshift;
 	pthread_mutex_lock(&fs->ns);
-	ret = ip->freed ? -ENOENT : plan(fs, ip, b0, b1, &s);
+	ret = ip->freed ? -ENOENT : plan(fs, ip, b0, b1, &s, false);
 	pthread_mutex_unlock(&fs->ns);
 	if (ret < 0)
 		goto unlock;
@@ -1147,6 +1152,63 @@ unlock:
 	__atomic_add_fetch(&fs->n_writes, 1, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&fs->n_write_bytes, len, __ATOMIC_RELAXED);
 	return (ssize_t)len;
+}
+
+int array_alloc_holes(struct gs_fs *fs, struct gs_inode *ip, uint64_t b0, uint64_t b1)
+{
+	struct segv s = {0};
+	bool any = false;
+	int ret = plan(fs, ip, b0, b1, &s, true);
+
+	if (!ret && !alloc_map_room(fs)) {
+		unreserve_new(fs, &s);
+		ret = -ENOSPC;
+	}
+	for (uint32_t i = 0; i < s.n; i++)
+		any |= s.v[i].kind == SEG_NEW;
+	if (ret < 0 || !any)
+		goto out;	/* nothing reserved, nothing changed */
+	ret = apply_segs(fs, ip, &s, GS_EXT_UNWRITTEN);
+	if (!ret)
+		ret = xmap_sync(fs, ip);
+	if (!ret) {
+		itouch(ip, false, true);
+		ret = iwrite(fs, ip);
+	}
+	if (ret < 0)
+		fs_fail(fs, ret, "lease allocation");
+out:
+	free(s.v);
+	return ret;
+}
+
+int xmap_convert(struct gs_fs *fs, struct gs_inode *ip, uint64_t b0, uint64_t b1)
+{
+	uint64_t lb = b0;
+	int ret = 0;
+
+	while (lb < b1 && !ret) {
+		bool inside = false;
+		const struct gs_ext *e = xmap_lookup(&ip->map, lb, &inside);
+		uint64_t n;
+
+		if (!e || e->lblk >= b1)
+			break;
+		if (!inside) {
+			lb = e->lblk;
+			continue;
+		}
+		n = (ext_end(e) < b1 ? ext_end(e) : b1) - lb;
+		if (e->flags & GS_EXT_UNWRITTEN) {
+			struct gs_ext x = { lb, e->pblk + (lb - e->lblk), (uint32_t)n, 0 };
+
+			ret = xmap_remove(fs, ip, lb, n, false);
+			if (!ret)
+				ret = xmap_insert(fs, ip, &x);
+		}
+		lb += n;
+	}
+	return ret;
 }
 
 /* Zero [from, to) inside one block of the object, if that block holds data. */
@@ -1213,7 +1275,10 @@ static int fallocate_once(struct gs_fs *fs, uint64_t ino, int mode, uint64_t off
 	ret = data_get(fs, ino, &ip);
 	if (ret < 0)
 		return ret;
-	pthread_rwlock_wrlock(&ip->rw);
+	if (mode & FALLOC_FL_PUNCH_HOLE)
+		lease_wrlock(fs, ip, off, end);	/* the range's blocks go away */
+	else
+		pthread_rwlock_wrlock(&ip->rw);
 	pthread_mutex_lock(&fs->ns);
 	if (ip->freed) {
 		ret = -ENOENT;
@@ -1243,7 +1308,7 @@ static int fallocate_once(struct gs_fs *fs, uint64_t ino, int mode, uint64_t off
 		}
 		itouch(ip, true, true);
 	} else {
-		ret = plan(fs, ip, off >> fs->bshift, (end + fs->bs - 1) >> fs->bshift, &s);
+		ret = plan(fs, ip, off >> fs->bshift, (end + fs->bs - 1) >> fs->bshift, &s, false);
 		if (!ret && !alloc_map_room(fs)) {
 			unreserve_new(fs, &s);
 			ret = -ENOSPC;

@@ -1070,7 +1070,7 @@ int gs_fs_setattr(struct gs_fs *fs, uint64_t ino, const struct gs_stat *in, unsi
 			ret = -EFBIG;
 		if (ret < 0)
 			goto put;
-		pthread_rwlock_wrlock(&ip->rw);
+		lease_wrlock(fs, ip, in->size, UINT64_MAX);	/* blocks past it go */
 	}
 	pthread_mutex_lock(&fs->ns);
 	if (mask & GS_SET_SIZE) {

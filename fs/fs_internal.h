@@ -152,6 +152,7 @@ struct gs_inode {
 	struct xmap map;	/* under rw (write) + ns to change; rw (read) to look up */
 	struct dindex *dir;	/* under ns */
 	uint64_t data_dirty;	/* 0, or the flush number that makes its data durable (atomic) */
+	struct gs_lease *leases;	/* direct leases on it (under fs->lease_mu) */
 };
 
 /* ---- metadata buffers and transactions (journal.c) ---- */
@@ -235,6 +236,7 @@ struct gs_fs {
 	uint32_t bs, bshift;
 	uint32_t lba;
 	uint32_t line;		/* cache line size, bytes */
+	uint64_t cache_bytes;	/* the cache's line memory */
 	struct gs_layout l;
 	struct gs_dsuper sb;	/* current superblock image (under ns) */
 	bool rdonly;
@@ -260,6 +262,10 @@ struct gs_fs {
 
 	/* full cache flushes: numbered when started, highest completed */
 	uint64_t flush_seq, flush_done;
+
+	/* direct leases: every inode's list, and the wait for an end (lease.c) */
+	pthread_mutex_t lease_mu;
+	pthread_cond_t lease_cv;
 
 	/* counters (atomic) */
 	uint64_t n_reads, n_writes, n_read_bytes, n_write_bytes, n_direct_reads;
@@ -381,6 +387,79 @@ int array_truncate(struct gs_fs *fs, struct gs_inode *ip, uint64_t size);
 /* Read/write of directory blocks (metadata) through the extent map. */
 int dir_block_pblk(struct gs_fs *fs, struct gs_inode *ip, uint32_t bidx, uint64_t *pblk);
 int dir_block_add(struct gs_fs *fs, struct gs_inode *ip, uint64_t *pblk);
+
+/* Extent maps, for lease.c: under ip->rw (write) and fs->ns. */
+/* Back the holes in blocks [b0, b1) with unwritten extents, each hole with one
+ * contiguous run where the allocator has one. */
+int array_alloc_holes(struct gs_fs *fs, struct gs_inode *ip, uint64_t b0, uint64_t b1);
+/* Make unwritten blocks [b0, b1) written (their data is on the device). */
+int xmap_convert(struct gs_fs *fs, struct gs_inode *ip, uint64_t b0, uint64_t b1);
+/* iget + xmap_load of an object with data (array, nd, graph, internal). */
+int data_get(struct gs_fs *fs, uint64_t ino, struct gs_inode **ipp);
+void data_put(struct gs_fs *fs, struct gs_inode *ip);
+
+/* ---- direct leases (lease.c) ----
+ *
+ * A lease pins the mapping of [off, end) of one object: while it exists,
+ * truncate and hole punching of an overlapping range wait (lease_wrlock()),
+ * and the object is not freed (the lease holds an open).  Its mapping is a
+ * snapshot taken at begin, so lease I/O needs no inode lock.  Extents are
+ * in object bytes; the attach server reads them through lease_extents() to
+ * bound and translate a ring's requests, and reports I/O it did on its own
+ * with lease_io_start() / lease_io_done() / lease_written().
+ */
+enum lease_kind {
+	LEASE_HOLE = 0,		/* no blocks: reads zeros, writes -ENODATA */
+	LEASE_MAPPED = 1,	/* written blocks at dev */
+	LEASE_UNWRITTEN = 2,	/* allocated, reads zeros; written ones convert at end */
+};
+
+struct lease_ext {
+	uint64_t off, len;	/* object bytes (fs-block aligned, clipped to the lease) */
+	uint64_t dev;		/* device byte offset of off (not for holes) */
+	uint32_t kind;		/* enum lease_kind */
+};
+
+struct gs_lease {
+	struct gs_fs *fs;
+	struct gs_inode *ip;		/* data_get reference, and one open */
+	uint64_t ino;
+	uint64_t off, end;		/* the range, object bytes */
+	unsigned flags;			/* GS_LEASE_* */
+	struct gs_lease *inext;		/* ip->leases, under fs->lease_mu */
+	uint32_t next;
+	struct lease_ext *ext;		/* sorted by off, covering the range's blocks */
+
+	pthread_mutex_t mu;		/* the fields below */
+	pthread_cond_t cv;
+	uint32_t inflight;		/* requests (or pieces) in flight */
+	int err;			/* first I/O error */
+	struct fextlist conv;		/* unwritten blocks written (lblk, count) */
+	uint64_t wend;			/* end of the highest byte written, 0: none */
+	void *owner;			/* free for the lease's user (attach server) */
+};
+
+/* The mapping; stable for the lease's life. */
+static inline const struct lease_ext *lease_extents(const struct gs_lease *l, uint32_t *n)
+{
+	*n = l->next;
+	return l->ext;
+}
+/* The extent holding object byte @off (NULL: outside the lease). */
+const struct lease_ext *lease_find(const struct gs_lease *l, uint64_t off);
+static inline struct gs_q *lease_queue(const struct gs_lease *l)
+{
+	return l->fs->q;
+}
+/* I/O done outside gs_fs_lease_*(): gs_fs_lease_end() waits for it. */
+void lease_io_start(struct gs_lease *l, uint32_t n);
+void lease_io_done(struct gs_lease *l, int err);
+/* [off, off + len) was written successfully (whole blocks of unwritten
+ * extents become written at gs_fs_lease_end()). */
+void lease_written(struct gs_lease *l, uint64_t off, uint64_t len);
+/* Take ip->rw for writing once no lease overlaps [from, to): truncate and
+ * hole punching, which change the mapping of that range. */
+void lease_wrlock(struct gs_fs *fs, struct gs_inode *ip, uint64_t from, uint64_t to);
 
 /* Overflow-checked helpers for values read from disk. */
 static inline bool add_ovf(uint64_t a, uint64_t b, uint64_t *r)

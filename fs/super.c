@@ -289,6 +289,8 @@ int fs_open_common(struct gs_fs **fsp, const struct gs_fs_opts *o, bool for_fsck
 	fs->rdonly = o->flags & GS_FS_RDONLY;
 	fs->path = strdup(o->path);
 	pthread_mutex_init(&fs->ns, NULL);
+	pthread_mutex_init(&fs->lease_mu, NULL);
+	pthread_cond_init(&fs->lease_cv, NULL);
 	fs->lock_fd = open(o->path, O_RDONLY | O_CLOEXEC);
 	if (fs->lock_fd < 0) {
 		ret = -errno;
@@ -337,6 +339,9 @@ int fs_open_common(struct gs_fs **fsp, const struct gs_fs_opts *o, bool for_fsck
 	cp.line_size = o->line_size ? o->line_size : GS_DEF_LINE;
 	if (cp.line_size < fs->bs)
 		cp.line_size = fs->bs;
+	/* dirty per fs block: a line written back never carries a clean block
+	 * over data that a lease wrote around the cache */
+	cp.block_size = fs->bs;
 	/* The journal is written around the cache: no line may straddle it. */
 	if ((cp.line_size & (cp.line_size - 1)) || cp.line_size > GS_JOURNAL_ALIGN) {
 		gs_err("gstore: cache line size %u: must be a power of two <= 1 MiB", cp.line_size);
@@ -347,6 +352,12 @@ int fs_open_common(struct gs_fs **fsp, const struct gs_fs_opts *o, bool for_fsck
 	if (ret < 0)
 		goto close_q;
 	fs->line = gs_cache_line_size(fs->c);
+	{
+		struct gs_cache_stats cs;
+
+		gs_cache_get_stats(fs->c, &cs);
+		fs->cache_bytes = (uint64_t)cs.lines * fs->line;
+	}
 
 	fs->icache_max = GS_ICACHE_MAX;
 	fs->ihash_n = 4096;
@@ -391,6 +402,8 @@ void fs_close_common(struct gs_fs *fs)
 	close(fs->lock_fd);
 	free(fs->path);
 	pthread_mutex_destroy(&fs->ns);
+	pthread_mutex_destroy(&fs->lease_mu);
+	pthread_cond_destroy(&fs->lease_cv);
 	free(fs);
 }
 
@@ -480,8 +493,23 @@ int gs_fs_statfs(struct gs_fs *fs, struct gs_fs_statfs *sf)
 	sf->files = fs->l.ninodes - 1;
 	sf->ffree = fs->al.ifree;
 	sf->name_max = GS_NAME_MAX;
+	sf->line_size = fs->line;
+	sf->cache_bytes = fs->cache_bytes;
 	pthread_mutex_unlock(&fs->ns);
 	return 0;
+}
+
+int gs_fs_geometry(struct gs_fs *fs, struct gs_q_geom *g)
+{
+	return gs_q_geometry(fs->q, g);
+}
+
+int gs_fs_drop_caches(struct gs_fs *fs)
+{
+	int ret = fs_flush_all(fs);
+
+	gs_cache_invalidate(fs->c, 0, 0);
+	return ret;
 }
 
 struct gs_cache *gs_fs_cache(struct gs_fs *fs)

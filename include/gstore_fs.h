@@ -147,8 +147,17 @@ struct gs_fs_statfs {
 	uint64_t blocks, bfree;
 	uint64_t files, ffree;
 	uint32_t name_max;
+	uint32_t line_size;	/* block cache line, bytes */
+	uint64_t cache_bytes;	/* block cache budget (-o cache=), bytes */
 };
 int gs_fs_statfs(struct gs_fs *fs, struct gs_fs_statfs *sf);
+/* The device's geometry (gstore_q.h): what lease I/O is aligned to
+ * (lba_size) and sized by (opt_io, max_io, queue_depth). */
+struct gs_q_geom;
+int gs_fs_geometry(struct gs_fs *fs, struct gs_q_geom *g);
+/* Write back everything the block cache holds, then drop its lines
+ * (benchmarks: the next reads are cold).  Returns the write-back's result. */
+int gs_fs_drop_caches(struct gs_fs *fs);
 
 /* Text for .gstore/info and .gstore/stats (live counters); returns length. */
 int gs_fs_info_text(struct gs_fs *fs, char *buf, size_t size);
@@ -169,36 +178,47 @@ int gs_fs_unlink_internal(struct gs_fs *fs, uint64_t ino);
 void gs_fs_readahead(struct gs_fs *fs, uint64_t ino, uint64_t off, uint64_t len);
 
 /*
- * Direct leases: I/O on [off, off + len) of @ino around the block cache.
+ * Direct leases: I/O on [off, off + len) of @ino around the block cache,
+ * as the kernel's iomap begin/end brackets direct I/O.
  * gs_fs_lease_begin() writes back and drops the cache's copy of the range
- * and pins the object's mapping of it (truncate, punch and relocation of the
- * range wait for the lease's end); with GS_LEASE_ALLOC it first backs every
- * hole in the range, each with one contiguous device run.  I/O under the
- * lease is addressed by object offset and must stay inside the range.
- * gs_fs_lease_end() waits for the lease's I/O, drops any cache copy of the
- * range made meanwhile (after writing back dirty blocks of others sharing a
- * cache line with it) and, for write leases, records the written range so the
- * next gs_fs_fsync() of @ino makes it durable.
+ * and pins the object's mapping of it (truncate and hole punching of the
+ * range wait for the lease's end; the object, even unlinked, keeps its
+ * blocks); with GS_LEASE_ALLOC it first backs every hole in the range with
+ * unwritten blocks, each hole with one contiguous device run where there is
+ * one.  I/O under the lease is addressed by object offset, stays inside the
+ * range, and is direct: offset, length and buffer aligned to the device's
+ * lba_size (gs_fs_geometry()); writes into unwritten blocks cover whole fs
+ * blocks.  Reads of holes and unwritten blocks give zeros.
+ * gs_fs_lease_end() waits for the lease's I/O, marks the unwritten blocks
+ * it wrote as written and extends the size to the last byte written (the
+ * next gs_fs_fsync() makes both durable, never before the data), drops any
+ * cache copy of the range made meanwhile, and frees the lease.  Leases may
+ * overlap; concurrent buffered and leased writes of the same bytes land in
+ * either order, and stale cached copies never outlive gs_fs_lease_end().
  */
 enum {
 	GS_LEASE_READ = 1u << 0,
-	GS_LEASE_WRITE = 1u << 1,
+	GS_LEASE_WRITE = 1u << 1,	/* reads too */
 	GS_LEASE_ALLOC = 1u << 2,	/* back holes (implies GS_LEASE_WRITE) */
 };
 struct gs_lease;
 int gs_fs_lease_begin(struct gs_fs *fs, uint64_t ino, uint64_t off, uint64_t len,
 		      unsigned flags, struct gs_lease **lp);
-/* Returns the first error of the lease's I/O (0 if none); frees @l. */
+/* Returns the first error of the lease's I/O or of settling it (0 if none);
+ * frees @l. */
 int gs_fs_lease_end(struct gs_lease *l);
 
-/* Synchronous I/O under a lease: bytes transferred or -errno.  Reads of holes
- * give zeros; writes to holes of a lease without GS_LEASE_ALLOC -ENODATA. */
+/* Synchronous I/O under a lease: bytes transferred or -errno.  Writes to
+ * holes -ENODATA; to a read-only lease -EBADF; outside it or misaligned
+ * -EINVAL. */
 ssize_t gs_fs_lease_pread(struct gs_lease *l, void *buf, size_t len, uint64_t off);
 ssize_t gs_fs_lease_pwrite(struct gs_lease *l, const void *buf, size_t len, uint64_t off);
 
-/* Asynchronous I/O under a lease: @done runs on an I/O thread (keep it short)
- * with the bytes transferred or -errno.  One object piece may become several
- * device requests; @done runs once, after the last. */
+/* Asynchronous I/O under a lease: @done runs once per io, after its last
+ * device request, on an I/O thread (keep it short; never end the lease from
+ * it), with the bytes transferred or -errno; reads of holes only complete
+ * before gs_fs_lease_submit() returns.  One object piece may become several
+ * device requests (extents, max_io). */
 struct gs_obj_io;
 typedef void (*gs_obj_cb)(struct gs_obj_io *io, int64_t res);
 struct gs_obj_io {
@@ -210,7 +230,8 @@ struct gs_obj_io {
 	void *priv;
 	uint64_t rsvd[2];	/* the fs core's */
 };
-/* Queue @n ios; returns n, or -errno with nothing queued. */
+/* Queue @n ios; returns n, or -errno with nothing queued (every io is
+ * checked first, as gs_fs_lease_pread/pwrite check theirs). */
 int gs_fs_lease_submit(struct gs_lease *l, struct gs_obj_io **ios, unsigned n);
 
 /*
