@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpuq/gpuq_internal.h"
+#include "gpuq_internal.h"
 
 #define BOUNDS_MAX	(1u << 20)
 
