@@ -15,6 +15,13 @@
  * Orphans: an object whose last name goes while it is open stays, with
  * nlink 0, on a list that starts at the root inode's next_orphan; the last
  * gs_fs_release() frees it, and mount frees whatever a crash left there.
+ *
+ * Symlinks keep a target of up to GS_INLINE_MAX bytes in the inode (in the
+ * extent root's entry area, behind an empty header, so the object still has
+ * a valid, empty extent map); a longer one lives in an internal object the
+ * link owns.  Arrays, symlinks and special files may have several names.
+ * Each of those kinds sets its feature bit (GS_FEAT_INCOMPAT_NSEXT) in the
+ * superblock before the first transaction that needs it.
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -146,7 +153,51 @@ void itouch(struct gs_inode *ip, bool mtime, bool ctime)
 
 static bool type_ok(uint16_t t)
 {
-	return t >= GS_T_DIR && t <= GS_T_INTERNAL;
+	return t >= GS_T_DIR && t < GS_T_NTYPES;
+}
+
+/* S_IFMT of a new object of @type; special files bring theirs in @mode. */
+static uint32_t type_fmt(uint32_t type, uint32_t mode)
+{
+	switch (type) {
+	case GS_T_DIR:
+	case GS_T_GRAPH:
+	case GS_T_ND:
+		return S_IFDIR;
+	case GS_T_SYMLINK:
+		return S_IFLNK;
+	case GS_T_SPECIAL:
+		return mode & S_IFMT;
+	default:
+		return S_IFREG;
+	}
+}
+
+/* Non-directories may have several names, up to this many (ext4's limit). */
+#define GS_LINK_MAX	65000u
+
+/*
+ * Record in the superblock, durably, that the image now uses @bit, before
+ * any transaction that depends on it can commit: feat_mu keeps a second user
+ * of the same feature waiting until the first one's superblock write is done.
+ */
+static pthread_mutex_t feat_mu = PTHREAD_MUTEX_INITIALIZER;
+
+int fs_feature_enable(struct gs_fs *fs, uint32_t bit)
+{
+	uint32_t have;
+	int ret = 0;
+
+	pthread_mutex_lock(&feat_mu);
+	pthread_mutex_lock(&fs->ns);
+	have = ld32(fs->sb.feature_incompat);
+	if (!(have & bit))
+		fs->sb.feature_incompat = st32(have | bit);
+	pthread_mutex_unlock(&fs->ns);
+	if (!(have & bit))
+		ret = sb_write(fs);
+	pthread_mutex_unlock(&feat_mu);
+	return ret;
 }
 
 static bool is_dirlike(uint16_t t)
@@ -189,7 +240,9 @@ int iget(struct gs_fs *fs, uint64_t ino, struct gs_inode **ipp)
 		return -ENOMEM;
 	inode_decode(&ip->m, &d);
 	if (!type_ok(ip->m.type) || ip->m.size > GS_MAX_FILE_SIZE ||
-	    (ip->m.type == GS_T_DIR && (ip->m.size % fs->bs || ip->m.size / fs->bs > UINT32_MAX))) {
+	    (ip->m.type == GS_T_DIR && (ip->m.size % fs->bs || ip->m.size / fs->bs > UINT32_MAX)) ||
+	    (ip->m.type == GS_T_SYMLINK && (!ip->m.size || ip->m.size >= GS_SYMLINK_MAX ||
+	     ((ip->m.flags & GS_IFL_INLINE) && ip->m.size > GS_INLINE_MAX)))) {
 		gs_err("gstore: inode %" PRIu64 " is corrupt (type %u, size %" PRIu64 ")", ino,
 		       ip->m.type, ip->m.size);
 		free(ip);
@@ -272,6 +325,8 @@ void istat(const struct gs_fs *fs, const struct gs_inode *ip, struct gs_stat *st
 	st->mtime = ip->m.mtime;
 	st->ctime = ip->m.ctime;
 	st->gen = ip->m.generation;
+	if (ip->m.type == GS_T_SPECIAL && (S_ISCHR(ip->m.mode) || S_ISBLK(ip->m.mode)))
+		st->rdev = ip->m.roots[0];
 }
 
 /* ---- operation prologue ---- */
@@ -543,7 +598,7 @@ static int new_inode(struct gs_fs *fs, uint32_t type, uint32_t mode, uint32_t ui
 	ip->data_dirty = fs->evicted_dirty;
 	pthread_rwlock_init(&ip->rw, NULL);
 	ip->m.type = type;
-	ip->m.mode = (mode & 07777) | (is_dirlike(type) ? S_IFDIR : S_IFREG);
+	ip->m.mode = (mode & 07777) | type_fmt(type, mode);
 	ip->m.uid = uid;
 	ip->m.gid = gid;
 	ip->m.nlink = type == GS_T_DIR ? 2 : 1;
@@ -571,45 +626,124 @@ free_bit:
 	return ret;
 }
 
-static int create_once(struct gs_fs *fs, uint64_t parent, const char *name, uint32_t type,
-		       uint32_t mode, uint32_t uid, uint32_t gid, struct gs_stat *st)
+/* What create_once() makes. */
+struct newobj {
+	uint32_t type, mode, uid, gid;
+	uint64_t rdev;		/* GS_T_SPECIAL */
+	const char *target;	/* GS_T_SYMLINK: inline target of tlen bytes, or NULL */
+	size_t tlen;
+	bool unnamed;		/* make it but add no name: see symlink_long() */
+};
+
+static bool create_type_ok(uint32_t type)
 {
-	struct gs_inode *dp, *ip;
+	return type == GS_T_DIR || type == GS_T_ARRAY || type == GS_T_GRAPH ||
+	       type == GS_T_ND || type == GS_T_SYMLINK || type == GS_T_SPECIAL;
+}
+
+/* Give a new object what its kind keeps in the inode. */
+static void init_kind(struct gs_inode *ip, const struct newobj *o)
+{
+	if (o->type == GS_T_SPECIAL) {
+		ip->m.roots[0] = o->rdev;
+	} else if (o->type == GS_T_SYMLINK) {
+		ip->m.size = o->tlen;
+		if (o->target) {	/* xroot.h stays zero: an empty extent tree */
+			ip->m.flags |= GS_IFL_INLINE;
+			memcpy(ip->m.xroot.e, o->target, o->tlen);
+		}
+	}
+}
+
+/* Prologue of an operation that adds @name, before it takes fs->ns. */
+static int add_name_begin(struct gs_fs *fs, const char *name)
+{
 	int ret = name_ok(name);
 
 	if (ret < 0)
 		return ret;
 	if (dot_name(name))
 		return -EEXIST;
-	if (type != GS_T_DIR && type != GS_T_ARRAY && type != GS_T_GRAPH && type != GS_T_ND)
-		return -EINVAL;
 	ret = fs_check_rw(fs);
 	if (ret < 0)
 		return ret;
 	jnl_op_begin(fs);
+	return 0;
+}
+
+/* Under fs->ns: *dpp = live directory @parent, loaded, without @name yet. */
+static int add_name_dir(struct gs_fs *fs, uint64_t parent, const char *name,
+			struct gs_inode **dpp)
+{
+	struct gs_inode *dp;
+	int ret = iget(fs, parent, &dp);
+
+	if (ret < 0)
+		return ret;
+	ret = dir_load(fs, dp);
+	if (!ret && dp->m.nlink == 0)
+		ret = -ENOENT;	/* removed while we looked */
+	if (!ret && dindex_find(dp->dir, name))
+		ret = -EEXIST;
+	if (ret < 0)
+		iput(fs, dp);
+	else
+		*dpp = dp;
+	return ret;
+}
+
+static int create_once(struct gs_fs *fs, uint64_t parent, const char *name,
+		       const struct newobj *o, struct gs_stat *st)
+{
+	struct gs_inode *dp, *ip;
+	uint32_t mode = o->mode, gid = o->gid;
+	int ret;
+
+	if (!create_type_ok(o->type))
+		return -EINVAL;
+	ret = add_name_begin(fs, name);
+	if (ret < 0)
+		return ret;
 	pthread_mutex_lock(&fs->ns);
-	ret = iget(fs, parent, &dp);
+	ret = add_name_dir(fs, parent, name, &dp);
 	if (ret < 0)
 		goto unlock;
-	ret = dir_load(fs, dp);
-	if (ret < 0)
-		goto put_dir;
-	if (dp->m.nlink == 0) {
-		ret = -ENOENT;	/* removed while we looked */
-		goto put_dir;
-	}
-	if (dindex_find(dp->dir, name)) {
-		ret = -EEXIST;
-		goto put_dir;
-	}
-	if (type == GS_T_DIR && dp->m.nlink >= UINT32_MAX - 1) {
+	if (o->type == GS_T_DIR && dp->m.nlink >= UINT32_MAX - 1) {
 		ret = -EMLINK;
 		goto put_dir;
 	}
-	ret = new_inode(fs, type, mode, uid, gid, parent, &ip);
+	/* BSD group semantics in a setgid directory, as every Linux fs does;
+	 * the kernel already dropped S_ISGID from a non-member's file mode */
+	if (dp->m.mode & S_ISGID) {
+		gid = dp->m.gid;
+		if (o->type == GS_T_DIR)
+			mode |= S_ISGID;
+	}
+	ret = new_inode(fs, o->type, mode, o->uid, gid, parent, &ip);
 	if (ret < 0)
 		goto put_dir;
-	ret = dir_add(fs, dp, name, ip->ino, type);
+	init_kind(ip, o);
+	if (o->unnamed) {
+		/* pinned like an open file, freed by its release (or the next
+		 * mount) unless link_once() names it first */
+		ip->m.nlink = 0;
+		ret = orphan_add(fs, ip);
+		if (!ret)
+			ret = iwrite(fs, ip);
+		if (ret < 0) {
+			fs_fail(fs, ret, "create");
+		} else {
+			ip->opens++;
+			ip->refs++;
+			if (st)
+				istat(fs, ip, st);
+		}
+		iput(fs, ip);
+		goto put_dir;
+	}
+	ret = iwrite(fs, ip);
+	if (!ret)
+		ret = dir_add(fs, dp, name, ip->ino, o->type);
 	if (ret < 0) {
 		/* nothing of this op is committed yet, but the transaction now
 		 * holds part of it: undo the inode */
@@ -620,7 +754,7 @@ static int create_once(struct gs_fs *fs, uint64_t parent, const char *name, uint
 			fs_fail(fs, r, "create rollback");
 		goto put_dir;
 	}
-	if (type == GS_T_DIR)
+	if (o->type == GS_T_DIR)
 		dp->m.nlink++;
 	itouch(dp, true, true);
 	ret = iwrite(fs, dp);
@@ -631,6 +765,62 @@ static int create_once(struct gs_fs *fs, uint64_t parent, const char *name, uint
 	iput(fs, ip);
 put_dir:
 	iput(fs, dp);
+unlock:
+	pthread_mutex_unlock(&fs->ns);
+	return ret;
+}
+
+/* A new name for @ino.  @adopt: @ino is an unnamed object from create_once()
+ * (nlink 0, on the orphan list) that gets its first name. */
+static int link_once(struct gs_fs *fs, uint64_t ino, uint64_t parent, const char *name,
+		     struct gs_stat *st, bool adopt)
+{
+	struct gs_inode *dp, *ip;
+	int ret = add_name_begin(fs, name);
+
+	if (ret < 0)
+		return ret;
+	pthread_mutex_lock(&fs->ns);
+	ret = iget(fs, ino, &ip);
+	if (ret < 0)
+		goto unlock;
+	if (is_dirlike(ip->m.type) || ip->m.type == GS_T_INTERNAL) {
+		ret = -EPERM;	/* link(2): directories have one name */
+		goto put;
+	}
+	if (!ip->m.nlink && !adopt) {
+		ret = -ENOENT;	/* unlinked while open: no way back */
+		goto put;
+	}
+	if (ip->m.nlink >= GS_LINK_MAX) {
+		ret = -EMLINK;
+		goto put;
+	}
+	ret = add_name_dir(fs, parent, name, &dp);
+	if (ret < 0)
+		goto put;
+	ret = dir_add(fs, dp, name, ip->ino, (uint8_t)ip->m.type);
+	if (ret < 0)
+		goto put_dir;	/* nothing changed yet (ENOSPC and the like) */
+	if (ip->m.flags & GS_IFL_ORPHAN)
+		ret = orphan_del(fs, ip);
+	if (!ip->m.nlink)
+		ip->m.parent = parent;
+	ip->m.nlink++;
+	itouch(ip, false, true);
+	itouch(dp, true, true);
+	if (!ret)
+		ret = iwrite(fs, ip);
+	if (!ret)
+		ret = iwrite(fs, dp);
+	if (ret < 0)
+		fs_fail(fs, ret, "link");
+	else if (st)
+		istat(fs, ip, st);
+put_dir:
+	iput(fs, dp);
+put:
+	iput(fs, ip);
 unlock:
 	pthread_mutex_unlock(&fs->ns);
 	return ret;
@@ -1066,6 +1256,8 @@ int gs_fs_setattr(struct gs_fs *fs, uint64_t ino, const struct gs_stat *in, unsi
 	if (mask & GS_SET_SIZE) {
 		if (ip->m.type == GS_T_DIR || is_dirlike(ip->m.type))
 			ret = -EISDIR;
+		else if (ip->m.type == GS_T_SYMLINK || ip->m.type == GS_T_SPECIAL)
+			ret = -EINVAL;
 		else if (in->size > GS_MAX_FILE_SIZE)
 			ret = -EFBIG;
 		if (ret < 0)
@@ -1115,15 +1307,172 @@ int orphan_unlist(struct gs_fs *fs, struct gs_inode *ip)
 	return orphan_del(fs, ip);
 }
 
-int gs_fs_create(struct gs_fs *fs, uint64_t parent, const char *name, uint32_t type,
-		 uint32_t mode, uint32_t uid, uint32_t gid, struct gs_stat *st)
+static int create_retry(struct gs_fs *fs, uint64_t parent, const char *name,
+			const struct newobj *o, struct gs_stat *st)
 {
-	int ret = create_once(fs, parent, name, type, mode, uid, gid, st);
+	int ret = create_once(fs, parent, name, o, st);
 
 	/* out of space while freed blocks wait for a checkpoint: take it, retry */
 	if (ret == -ENOSPC && fs_reclaim(fs) > 0)
-		ret = create_once(fs, parent, name, type, mode, uid, gid, st);
+		ret = create_once(fs, parent, name, o, st);
 	return ret;
+}
+
+int gs_fs_create(struct gs_fs *fs, uint64_t parent, const char *name, uint32_t type,
+		 uint32_t mode, uint32_t uid, uint32_t gid, struct gs_stat *st)
+{
+	struct newobj o = { .type = type, .mode = mode & 07777, .uid = uid, .gid = gid };
+
+	if (type == GS_T_SYMLINK || type == GS_T_SPECIAL)
+		return -EINVAL;	/* gs_fs_symlink(), gs_fs_mknod() */
+	return create_retry(fs, parent, name, &o, st);
+}
+
+int gs_fs_mknod(struct gs_fs *fs, uint64_t parent, const char *name, uint32_t mode,
+		uint64_t rdev, uint32_t uid, uint32_t gid, struct gs_stat *st)
+{
+	struct newobj o = { .type = GS_T_SPECIAL, .mode = mode, .uid = uid, .gid = gid };
+	int ret;
+
+	switch (mode & S_IFMT) {
+	case 0:
+	case S_IFREG:
+		return gs_fs_create(fs, parent, name, GS_T_ARRAY, mode & 07777, uid, gid, st);
+	case S_IFCHR:
+	case S_IFBLK:
+		o.rdev = rdev;
+		break;
+	case S_IFIFO:
+	case S_IFSOCK:
+		break;
+	default:
+		return -EINVAL;
+	}
+	ret = fs_check_rw(fs);
+	if (!ret)
+		ret = fs_feature_enable(fs, GS_FEAT_INCOMPAT_NSEXT);
+	return ret < 0 ? ret : create_retry(fs, parent, name, &o, st);
+}
+
+static int link_retry(struct gs_fs *fs, uint64_t ino, uint64_t parent, const char *name,
+		      struct gs_stat *st, bool adopt)
+{
+	int ret = link_once(fs, ino, parent, name, st, adopt);
+
+	/* out of space while freed blocks wait for a checkpoint: take it, retry */
+	if (ret == -ENOSPC && fs_reclaim(fs) > 0)
+		ret = link_once(fs, ino, parent, name, st, adopt);
+	return ret;
+}
+
+int gs_fs_link(struct gs_fs *fs, uint64_t ino, uint64_t newparent, const char *newname,
+	       struct gs_stat *st)
+{
+	int ret = fs_check_rw(fs);
+
+	if (!ret)
+		ret = fs_feature_enable(fs, GS_FEAT_INCOMPAT_NSEXT);
+	return ret < 0 ? ret : link_retry(fs, ino, newparent, newname, st, false);
+}
+
+/*
+ * A target too long for the inode: an unnamed, pinned link (on the orphan
+ * list, so a crash before it has its name frees it), the target written to
+ * an internal object it owns, then its name.  Three transactions, and
+ * nobody sees the link before its target is complete.
+ */
+static int symlink_long(struct gs_fs *fs, uint64_t parent, const char *name,
+			const char *target, size_t tlen, const struct newobj *o,
+			struct gs_stat *st)
+{
+	struct newobj u = *o;
+	struct gs_stat us;
+	uint64_t child;
+	ssize_t n;
+	int ret, r;
+
+	u.target = NULL;
+	u.unnamed = true;
+	ret = create_retry(fs, parent, name, &u, &us);
+	if (ret < 0)
+		return ret;
+	ret = gs_fs_create_internal(fs, us.ino, &child);
+	if (!ret) {
+		n = gs_fs_write(fs, child, target, tlen, 0);
+		ret = n < 0 ? (int)n : (size_t)n == tlen ? 0 : -EIO;
+	}
+	if (!ret)
+		ret = link_retry(fs, us.ino, parent, name, st, true);
+	r = gs_fs_release(fs, us.ino);	/* frees it if it got no name */
+	return ret < 0 ? ret : r;
+}
+
+int gs_fs_symlink(struct gs_fs *fs, uint64_t parent, const char *name, const char *target,
+		  uint32_t uid, uint32_t gid, struct gs_stat *st)
+{
+	struct newobj o = { .type = GS_T_SYMLINK, .mode = 0777, .uid = uid, .gid = gid };
+	size_t tlen = target ? strlen(target) : 0;
+	int ret;
+
+	if (!tlen)
+		return -ENOENT;	/* as symlink(2) */
+	if (tlen >= GS_SYMLINK_MAX)
+		return -ENAMETOOLONG;
+	ret = fs_check_rw(fs);
+	if (!ret)
+		ret = fs_feature_enable(fs, GS_FEAT_INCOMPAT_NSEXT);
+	if (ret < 0)
+		return ret;
+	o.tlen = tlen;
+	if (tlen > GS_INLINE_MAX)
+		return symlink_long(fs, parent, name, target, tlen, &o, st);
+	o.target = target;
+	return create_retry(fs, parent, name, &o, st);
+}
+
+ssize_t gs_fs_readlink(struct gs_fs *fs, uint64_t ino, char *buf, size_t size)
+{
+	struct gs_inode *ip, *cp;
+	uint64_t child = 0;
+	size_t len = 0, want;
+	ssize_t n;
+	int ret;
+
+	pthread_mutex_lock(&fs->ns);
+	ret = iget(fs, ino, &ip);
+	if (ret < 0)
+		goto unlock;
+	len = ip->m.size;
+	want = len < size ? len : size;
+	if (ip->m.type != GS_T_SYMLINK) {
+		ret = -EINVAL;
+	} else if (ip->m.flags & GS_IFL_INLINE) {
+		memcpy(buf, ip->m.xroot.e, want);
+	} else {
+		/* pin the target object like an open file: an unlink racing
+		 * with us frees it only at our release */
+		child = ip->m.child_head;
+		ret = child ? iget(fs, child, &cp) : -EUCLEAN;
+		if (!ret) {
+			cp->opens++;
+			cp->refs++;
+			iput(fs, cp);
+		}
+	}
+	iput(fs, ip);
+unlock:
+	pthread_mutex_unlock(&fs->ns);
+	if (ret < 0)
+		return ret == -ENOENT && child ? -EUCLEAN : ret;
+	if (child) {
+		n = gs_fs_read(fs, child, buf, want, 0);
+		gs_fs_release(fs, child);
+		if (n < 0)
+			return n;
+		if ((size_t)n != want)
+			return -EUCLEAN;
+	}
+	return (ssize_t)len;
 }
 
 int gs_fs_rename(struct gs_fs *fs, uint64_t parent, const char *name, uint64_t newparent,

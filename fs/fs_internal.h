@@ -338,6 +338,8 @@ int iwrite(struct gs_fs *fs, struct gs_inode *ip);
 void itouch(struct gs_inode *ip, bool mtime, bool ctime);
 void istat(const struct gs_fs *fs, const struct gs_inode *ip, struct gs_stat *st);
 void icache_destroy(struct gs_fs *fs);
+/* Set incompat feature @bit in the superblock, durably, if it is not yet. */
+int fs_feature_enable(struct gs_fs *fs, uint32_t bit);
 int orphans_cleanup(struct gs_fs *fs);
 int ifree_object(struct gs_fs *fs, struct gs_inode *ip);
 void inode_decode(struct inode_m *m, const struct gs_dinode *d);

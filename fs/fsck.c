@@ -144,8 +144,11 @@ static int check_inode(struct fck *c, uint64_t ino, const struct gs_dinode *d)
 	if (!ip->m.type)
 		goto out;
 	fmt = ip->m.mode & S_IFMT;
-	if (ino == 0 || ip->m.type < GS_T_DIR || ip->m.type > GS_T_INTERNAL ||
-	    fmt != (dirlike(ip->m.type) ? S_IFDIR : S_IFREG) || ip->m.size > GS_MAX_FILE_SIZE ||
+	if (ino == 0 || ip->m.type < GS_T_DIR || ip->m.type >= GS_T_NTYPES ||
+	    fmt != (dirlike(ip->m.type) ? S_IFDIR : ip->m.type == GS_T_SYMLINK ? S_IFLNK :
+		    ip->m.type != GS_T_SPECIAL ? S_IFREG :
+		    fmt == S_IFIFO || fmt == S_IFSOCK || fmt == S_IFCHR || fmt == S_IFBLK ? fmt : ~0u) ||
+	    ip->m.size > GS_MAX_FILE_SIZE ||
 	    (ip->m.type == GS_T_DIR && ip->m.size % fs->bs) ||
 	    (ino == GS_ROOT_INO && ip->m.type != GS_T_DIR)) {
 		problem(c, c->repair, "inode %" PRIu64 ": bad type, mode or size: cleared", ino);

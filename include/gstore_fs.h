@@ -40,6 +40,9 @@ enum gs_obj_type {
 	GS_T_GRAPH = 3,
 	GS_T_ND = 4,
 	GS_T_INTERNAL = 5,	/* hidden data object owned by another object */
+	GS_T_SYMLINK = 6,	/* symbolic link: gs_fs_symlink(), gs_fs_readlink() */
+	GS_T_SPECIAL = 7,	/* fifo, socket, char or block device: gs_fs_mknod() */
+	GS_T_NTYPES		/* one past the last type */
 };
 
 struct gs_mkfs_opts {
@@ -77,13 +80,14 @@ struct gs_stat {
 	uint64_t ino;
 	uint64_t parent;
 	uint32_t type;		/* enum gs_obj_type */
-	uint32_t mode;		/* S_IFDIR/S_IFREG | permission bits */
+	uint32_t mode;		/* S_IFMT (S_IFDIR, S_IFREG, S_IFLNK, ...) | permissions */
 	uint32_t uid, gid;
 	uint32_t nlink;
 	uint64_t size;		/* bytes */
 	uint64_t blocks;	/* 512-byte units allocated */
 	struct timespec atime, mtime, ctime;
-	uint64_t gen;		/* [fuse REQUEST 2 below] 0 if inos are never reused */
+	uint64_t gen;		/* generation: bumped each time an ino is reused */
+	uint64_t rdev;		/* GS_T_SPECIAL devices: makedev(3) number; else 0 */
 };
 
 /* gs_fs_setattr() mask */
@@ -105,6 +109,19 @@ int gs_fs_setattr(struct gs_fs *fs, uint64_t ino, const struct gs_stat *in, unsi
 /* Create a directory (GS_T_DIR) or an object of @type in @parent. */
 int gs_fs_create(struct gs_fs *fs, uint64_t parent, const char *name, uint32_t type,
 		 uint32_t mode, uint32_t uid, uint32_t gid, struct gs_stat *st);
+/* Create a node of the kind in @mode's S_IFMT: S_IFREG (an array), S_IFIFO,
+ * S_IFSOCK, S_IFCHR or S_IFBLK (with device number @rdev); else -EINVAL. */
+int gs_fs_mknod(struct gs_fs *fs, uint64_t parent, const char *name, uint32_t mode,
+		uint64_t rdev, uint32_t uid, uint32_t gid, struct gs_stat *st);
+/* Symbolic link @name in @parent to @target (1 .. 4095 bytes, stored as given). */
+int gs_fs_symlink(struct gs_fs *fs, uint64_t parent, const char *name, const char *target,
+		  uint32_t uid, uint32_t gid, struct gs_stat *st);
+/* The target of symlink @ino into @buf (not NUL terminated): its length, which
+ * may exceed @size (then only @size bytes are copied); -EINVAL if no symlink. */
+ssize_t gs_fs_readlink(struct gs_fs *fs, uint64_t ino, char *buf, size_t size);
+/* A new name @newname in @newparent for non-directory @ino (a hard link). */
+int gs_fs_link(struct gs_fs *fs, uint64_t ino, uint64_t newparent, const char *newname,
+	       struct gs_stat *st);
 int gs_fs_unlink(struct gs_fs *fs, uint64_t parent, const char *name);
 int gs_fs_rmdir(struct gs_fs *fs, uint64_t parent, const char *name);
 /* flags: RENAME_NOREPLACE, RENAME_EXCHANGE (or -EINVAL) */

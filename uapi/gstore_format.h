@@ -36,7 +36,16 @@
  * ro_compat bit allows read-only mounts only, compat bits may be ignored */
 #define GS_FEAT_INCOMPAT_EXTENTS	(1u << 0)	/* extent trees (always set in v1) */
 #define GS_FEAT_INCOMPAT_JOURNAL	(1u << 1)	/* physical redo journal (always set) */
-#define GS_FEAT_INCOMPAT_SUPP		(GS_FEAT_INCOMPAT_EXTENTS | GS_FEAT_INCOMPAT_JOURNAL)
+/* Symlinks (GS_T_SYMLINK), special files (GS_T_SPECIAL) and non-directories
+ * with more than one name (nlink > 1).  Set in the superblock, durably,
+ * before the first such object is committed, so an image without them
+ * still mounts with older code. */
+#define GS_FEAT_INCOMPAT_NSEXT		(1u << 2)
+/* Objects whose xattrs outgrew one block keep them in an internal object
+ * (GS_IFL_XATTR_OBJ); set before the first such object is committed. */
+#define GS_FEAT_INCOMPAT_XATTR_OBJ	(1u << 3)
+#define GS_FEAT_INCOMPAT_SUPP		(GS_FEAT_INCOMPAT_EXTENTS | GS_FEAT_INCOMPAT_JOURNAL | \
+					 GS_FEAT_INCOMPAT_NSEXT | GS_FEAT_INCOMPAT_XATTR_OBJ)
 #define GS_FEAT_RO_COMPAT_SUPP		0u
 #define GS_FEAT_COMPAT_SUPP		0u
 
@@ -172,6 +181,28 @@ struct gs_dinode {
 _Static_assert(sizeof(struct gs_dinode) == GS_INODE_SIZE, "gs_dinode is 256 bytes");
 
 #define GS_IFL_ORPHAN	(1u << 0)	/* on the orphan list */
+/* GS_T_SYMLINK: the target's size bytes live in xroot.e, after an xroot.h
+ * of zeros (an empty extent tree); without it the target is the data of the
+ * link's one internal object (child_head). */
+#define GS_IFL_INLINE	(1u << 1)
+/* xattr_blk is the inode number of an internal object (owned by this one)
+ * holding the attributes as a gs_dxattr_shdr stream, not a block number. */
+#define GS_IFL_XATTR_OBJ (1u << 2)
+#define GS_INLINE_MAX	GS_XROOT_BYTES	/* inline bytes: xroot.e, behind an empty xroot.h */
+#define GS_SYMLINK_MAX	4096u		/* symlink targets are shorter (PATH_MAX) */
+
+/*
+ * Object types (gs_dinode.type; enum gs_obj_type in gstore_fs.h):
+ *   1 directory, 2 array (regular file), 3 graph, 4 N-D space, 5 internal,
+ *   6 symlink (GS_FEAT_INCOMPAT_NSEXT): mode S_IFLNK | 0777, size = target
+ *     length (1 .. 4095 bytes, no NUL); inline (GS_IFL_INLINE, at most
+ *     GS_INLINE_MAX bytes) or in an internal object,
+ *   7 special file (GS_FEAT_INCOMPAT_NSEXT): S_IFIFO, S_IFCHR, S_IFBLK or
+ *     S_IFSOCK in mode, no data, roots[0] = the device number (dev_t as
+ *     makedev(3) encodes it; 0 for fifos and sockets).
+ * Arrays, symlinks and special files may have nlink > 1 (hard links);
+ * their parent field names the directory of one of their names.
+ */
 
 /* Inode table blocks: gs_dblk, then inodes at GS_ITABLE_OFF + i * 256. */
 #define GS_ITABLE_OFF	32u
@@ -212,6 +243,29 @@ struct gs_dxattr {
 };
 _Static_assert(sizeof(struct gs_dxattr) == 4, "gs_dxattr is 4 bytes");
 #define GS_XATTR_OFF	40u
+
+/*
+ * Xattr object (GS_IFL_XATTR_OBJ, GS_FEAT_INCOMPAT_XATTR_OBJ): the data of an
+ * internal object is a gs_dxattr_shdr, then @count entries back to back:
+ * gs_dxattr2, name (name_len bytes), value (value_len bytes), padded to 4.
+ * A change writes a whole new object and swaps it in with one transaction,
+ * so a crash leaves the old set or the new one.  Values up to 65536 bytes.
+ */
+#define GS_XATTR_SMAGIC	0x52545841u	/* "AXTR" */
+struct gs_dxattr_shdr {
+	__le32 magic;
+	__le32 count;
+	__le64 used;		/* bytes of entries after this header */
+};
+_Static_assert(sizeof(struct gs_dxattr_shdr) == 16, "gs_dxattr_shdr is 16 bytes");
+struct gs_dxattr2 {
+	__u8 name_len;
+	__u8 rsvd0;
+	__le16 rsvd1;
+	__le32 value_len;
+};
+_Static_assert(sizeof(struct gs_dxattr2) == 8, "gs_dxattr2 is 8 bytes");
+#define GS_XATTR_VALUE_MAX	65536u
 
 /* ---- journal ---- */
 

@@ -10,8 +10,8 @@
  * Caching: every change to an array reaches the fs through this mount (the
  * daemon owns the device), so the kernel's page cache stays valid across
  * opens (keep_cache) and shared writable mmap works through it.  O_DIRECT
- * opens get direct_io and bypass it; an ino written that way is remembered
- * so that its next cached open drops stale pages.  The writeback cache stays
+ * goes through the kernel's direct I/O path, which keeps the page cache
+ * coherent itself (see set_cache_flags()).  The writeback cache stays
  * off: with it the kernel would acknowledge write() before the fs saw the
  * data, and fsync semantics would rest on the kernel flushing first.
  */
@@ -30,7 +30,6 @@
 #include "fuse_internal.h"
 
 #define MAX_IO		(1u << 20)	/* max_write, and the read buffer size */
-#define DIRECT_SLOTS	4096		/* inos recently written with direct_io (hashed) */
 
 struct gs_fuse {
 	struct gs_fs *fs;
@@ -40,7 +39,6 @@ struct gs_fuse {
 	unsigned rdonly;
 	unsigned readahead;		/* bytes, 0: the kernel's default */
 	pthread_key_t buf_key;		/* per worker thread read buffer */
-	unsigned char direct_written[DIRECT_SLOTS];
 	struct gs_fuse_counters cnt;	/* updated with relaxed atomics */
 };
 
@@ -51,8 +49,10 @@ static const struct gs_vops *const vtypes[] = {
 	[GS_T_GRAPH] = &gs_fuse_graph_ops,
 	[GS_T_ND] = &gs_fuse_nd_ops,
 	[GS_T_INTERNAL] = NULL,	/* never shown */
+	[GS_T_SYMLINK] = NULL,
+	[GS_T_SPECIAL] = NULL,
 };
-_Static_assert(sizeof(vtypes) / sizeof(vtypes[0]) == GS_T_INTERNAL + 1,
+_Static_assert(sizeof(vtypes) / sizeof(vtypes[0]) == GS_T_NTYPES,
 	       "vtypes[] needs one slot per enum gs_obj_type");
 
 static const struct gs_vops *vtype(uint32_t type)
@@ -100,17 +100,21 @@ static void reply_status(fuse_req_t req, int ret)
 
 /* ---------------- attributes ---------------- */
 
-static mode_t type_bits(uint32_t type)
+/* S_IFMT of an object: graph and N-D objects are shown as directories. */
+static mode_t type_bits(const struct gs_stat *gs)
 {
-	return type == GS_T_ARRAY ? S_IFREG : S_IFDIR;
+	if (gs->type == GS_T_GRAPH || gs->type == GS_T_ND)
+		return S_IFDIR;
+	return gs->mode & S_IFMT;
 }
 
 static void to_stat(const struct gs_stat *gs, struct stat *st)
 {
 	memset(st, 0, sizeof(*st));
 	st->st_ino = gs->ino;
-	st->st_mode = type_bits(gs->type) | (gs->mode & 07777);
-	st->st_nlink = gs->nlink ? gs->nlink : 1;
+	st->st_mode = type_bits(gs) | (gs->mode & 07777);
+	st->st_nlink = gs->nlink;	/* 0 for an open file that lost its last name */
+	st->st_rdev = (dev_t)gs->rdev;
 	st->st_uid = gs->uid;
 	st->st_gid = gs->gid;
 	st->st_size = (off_t)gs->size;
@@ -402,25 +406,65 @@ static void fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	reply_new_entry(req, do_create(req, parent, name, type, mode, &st), &st);
 }
 
+/* A symlink to @link, else a node of @mode: regular files (arrays), fifos,
+ * sockets and device nodes (inert: the mount is nodev). */
+static void new_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		     dev_t rdev, const char *link)
+{
+	struct gs_fuse *gf = req_gf(req);
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct gs_stat st;
+	int ret = check_mutable(gf, parent, name);
+
+	COUNT(gf, creates, 1);
+	if (!ret && link)
+		ret = gs_fs_symlink(gf->fs, parent, name, link, ctx->uid, ctx->gid, &st);
+	else if (!ret)
+		ret = gs_fs_mknod(gf->fs, parent, name, mode, rdev, ctx->uid, ctx->gid, &st);
+	reply_new_entry(req, ret, &st);
+}
+
 static void fs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 		     dev_t rdev)
 {
-	struct gs_stat st;
-
-	/* Arrays are the only kind of file; no fifos, sockets or devices. */
-	if (!S_ISREG(mode))
-		return reply_status(req, -EPERM);
-	reply_new_entry(req, do_create(req, parent, name, GS_T_ARRAY, mode, &st), &st);
+	new_node(req, parent, name, mode, rdev, NULL);
 }
 
 static void fs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
 {
-	reply_status(req, -EPERM);
+	new_node(req, parent, name, 0, 0, link);
+}
+
+static void fs_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	struct gs_fuse *gf = req_gf(req);
+	char buf[PATH_MAX];
+	ssize_t n;
+
+	COUNT(gf, other, 1);
+	if (gs_is_vino(ino))
+		return reply_status(req, -EINVAL);
+	n = gs_fs_readlink(gf->fs, ino, buf, sizeof(buf) - 1);
+	if (n < 0)
+		return reply_status(req, (int)n);
+	if ((size_t)n >= sizeof(buf))
+		return reply_status(req, -EUCLEAN);
+	buf[n] = 0;
+	fuse_reply_readlink(req, buf);
 }
 
 static void fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
 {
-	reply_status(req, -EPERM);
+	struct gs_fuse *gf = req_gf(req);
+	struct gs_stat st;
+	int ret = check_mutable(gf, newparent, newname);
+
+	COUNT(gf, other, 1);
+	if (!ret && gs_is_vino(ino))
+		ret = -EPERM;
+	if (!ret)
+		ret = gs_fs_link(gf->fs, ino, newparent, newname, &st);
+	reply_new_entry(req, ret, &st);
 }
 
 static void fs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -459,23 +503,17 @@ static void fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 
 /* ---------------- open files ---------------- */
 
-static unsigned direct_slot(fuse_ino_t ino)
-{
-	return (unsigned)((ino * 0x9e3779b97f4a7c15ULL) >> 52) % DIRECT_SLOTS;
-}
-
-/* Page-cache policy for a real file being opened; see the top comment. */
+/*
+ * Page-cache policy for a real file being opened; see the top comment.
+ * O_DIRECT opens get no direct_io either: the kernel's own O_DIRECT path
+ * (->direct_IO) writes back and drops the page cache around each request,
+ * so such a file stays coherent with buffered users and can be mmapped
+ * (direct_io files cannot, short of FUSE_DIRECT_IO_ALLOW_MMAP, which
+ * libfuse 3.14 cannot ask for).
+ */
 static void set_cache_flags(struct gs_fuse *gf, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	unsigned char *slot = &gf->direct_written[direct_slot(ino)];
-
-	if (fi->flags & O_DIRECT) {
-		fi->direct_io = 1;
-		if ((fi->flags & O_ACCMODE) != O_RDONLY)
-			__atomic_store_n(slot, 1, __ATOMIC_RELAXED);
-		return;
-	}
-	fi->keep_cache = !__atomic_exchange_n(slot, 0, __ATOMIC_RELAXED);
+	fi->keep_cache = 1;
 }
 
 static int open_vnode(struct gs_fuse *gf, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -573,6 +611,32 @@ static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	entry_from(gf, &e, &st);
 	if (fuse_reply_create(req, &e, fi) == -ENOENT)
 		gs_fs_release(gf->fs, st.ino);
+}
+
+/* An open directory holds a reference too, so one removed (or renamed over)
+ * while open stays fstat-able, with nlink 0, until its releasedir. */
+static void fs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct gs_fuse *gf = req_gf(req);
+	int ret;
+
+	COUNT(gf, other, 1);
+	fi->fh = 0;
+	if (!gs_is_vino(ino)) {
+		ret = gs_fs_open(gf->fs, ino, O_RDONLY);
+		if (ret < 0)
+			return reply_status(req, ret);
+		fi->fh = 1;
+	}
+	if (fuse_reply_open(req, fi) == -ENOENT && fi->fh)
+		gs_fs_release(gf->fs, ino);	/* interrupted: no releasedir will come */
+}
+
+static void fs_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	if (fi->fh)
+		gs_fs_release(req_gf(req)->fs, ino);
+	fuse_reply_err(req, 0);
 }
 
 static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -769,7 +833,7 @@ static int fill_real(void *arg, const char *name, const struct gs_stat *st, uint
 {
 	if (st->type == GS_T_INTERNAL)
 		return 0;
-	return add_entry(arg, name, type_bits(st->type), st->ino, next + DIR_OFF_FS, st);
+	return add_entry(arg, name, type_bits(st), st->ino, next + DIR_OFF_FS, st);
 }
 
 struct vdir_fill {
@@ -811,7 +875,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, i
 		ret = gs_fs_getattr(gf->fs, ino, &st);
 		if (ret < 0)
 			return reply_status(req, ret);
-		if (st.type == GS_T_ARRAY)
+		if (!S_ISDIR(type_bits(&st)))
 			return reply_status(req, -ENOTDIR);
 		if (st.type != GS_T_DIR)
 			ops = vtype(st.type);
@@ -1039,6 +1103,10 @@ static void fs_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_ASYNC_DIO;
 	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
 		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+	/* File handles (name_to_handle_at, NFS export): the kernel looks
+	 * nodeids up by LOOKUP of "." and ".." and checks the generation. */
+	if (conn->capable & FUSE_CAP_EXPORT_SUPPORT)
+		conn->want |= FUSE_CAP_EXPORT_SUPPORT;
 	/* More requests in flight for readahead and async direct I/O. */
 	conn->max_background = 64;
 	conn->congestion_threshold = 48;
@@ -1059,6 +1127,7 @@ static const struct fuse_lowlevel_ops gs_fuse_ops = {
 	.unlink = fs_unlink,
 	.rmdir = fs_rmdir,
 	.symlink = fs_symlink,
+	.readlink = fs_readlink,
 	.link = fs_link,
 	.rename = fs_rename,
 	.open = fs_open,
@@ -1069,7 +1138,9 @@ static const struct fuse_lowlevel_ops gs_fuse_ops = {
 	.release = fs_release,
 	.fsync = fs_fsync,
 	.fallocate = fs_fallocate,
+	.opendir = fs_opendir,
 	.readdir = fs_readdir,
+	.releasedir = fs_releasedir,
 	.readdirplus = fs_readdirplus,
 	.fsyncdir = fs_fsyncdir,
 	.statfs = fs_statfs,
