@@ -391,7 +391,7 @@ int ifree_object(struct gs_fs *fs, struct gs_inode *ip)
 		if (ret < 0)
 			return ret;
 	}
-	if (ip->m.xattr_blk) {
+	if (ip->m.xattr_blk && !(ip->m.flags & GS_IFL_XATTR_OBJ)) {	/* else a child */
 		mb_forget(fs, ip->m.xattr_blk);
 		ret = alloc_free(fs, ip->m.xattr_blk, 1);
 		if (ret < 0)
@@ -1143,7 +1143,9 @@ unlock:
 	return ret;
 }
 
-static int create_internal_once(struct gs_fs *fs, uint64_t owner, uint64_t *ino)
+/* @any: directories may own internal objects too (the fs core's own use:
+ * their xattrs); object types cannot ask for that. */
+static int create_internal_once(struct gs_fs *fs, uint64_t owner, uint64_t *ino, bool any)
 {
 	struct gs_inode *op, *ip;
 	int ret = fs_check_rw(fs);
@@ -1155,7 +1157,7 @@ static int create_internal_once(struct gs_fs *fs, uint64_t owner, uint64_t *ino)
 	ret = iget(fs, owner, &op);
 	if (ret < 0)
 		goto unlock;
-	if (op->m.type == GS_T_INTERNAL || op->m.type == GS_T_DIR) {
+	if (op->m.type == GS_T_INTERNAL || (op->m.type == GS_T_DIR && !any)) {
 		ret = -EINVAL;
 		goto put_owner;
 	}
@@ -1179,18 +1181,14 @@ unlock:
 	return ret;
 }
 
-int gs_fs_unlink_internal(struct gs_fs *fs, uint64_t ino)
+/* gs_fs_unlink_internal() under fs->ns, as part of a larger operation. */
+int unlink_internal_locked(struct gs_fs *fs, uint64_t ino)
 {
 	struct gs_inode *ip, *op;
-	int ret = fs_check_rw(fs);
+	int ret = iget(fs, ino, &ip);
 
 	if (ret < 0)
 		return ret;
-	jnl_op_begin(fs);
-	pthread_mutex_lock(&fs->ns);
-	ret = iget(fs, ino, &ip);
-	if (ret < 0)
-		goto unlock;
 	if (ip->m.type != GS_T_INTERNAL) {
 		ret = -EINVAL;
 		goto put;
@@ -1229,9 +1227,35 @@ int gs_fs_unlink_internal(struct gs_fs *fs, uint64_t ino)
 		fs_fail(fs, ret, "unlink_internal");
 put:
 	iput(fs, ip);
-unlock:
+	return ret;
+}
+
+int gs_fs_unlink_internal(struct gs_fs *fs, uint64_t ino)
+{
+	int ret = fs_check_rw(fs);
+
+	if (ret < 0)
+		return ret;
+	jnl_op_begin(fs);
+	pthread_mutex_lock(&fs->ns);
+	ret = unlink_internal_locked(fs, ino);
 	pthread_mutex_unlock(&fs->ns);
 	return ret;
+}
+
+/* Under fs->ns: hold @ino like an open file (gs_fs_release() lets go), so
+ * that its data outlives a concurrent removal of its owner until then. */
+int ipin(struct gs_fs *fs, uint64_t ino)
+{
+	struct gs_inode *ip;
+	int ret = iget(fs, ino, &ip);
+
+	if (ret < 0)
+		return ret;
+	ip->opens++;
+	ip->refs++;
+	iput(fs, ip);
+	return 0;
 }
 
 /* ---- attributes ---- */
@@ -1432,7 +1456,7 @@ int gs_fs_symlink(struct gs_fs *fs, uint64_t parent, const char *name, const cha
 
 ssize_t gs_fs_readlink(struct gs_fs *fs, uint64_t ino, char *buf, size_t size)
 {
-	struct gs_inode *ip, *cp;
+	struct gs_inode *ip;
 	uint64_t child = 0;
 	size_t len = 0, want;
 	ssize_t n;
@@ -1452,12 +1476,7 @@ ssize_t gs_fs_readlink(struct gs_fs *fs, uint64_t ino, char *buf, size_t size)
 		/* pin the target object like an open file: an unlink racing
 		 * with us frees it only at our release */
 		child = ip->m.child_head;
-		ret = child ? iget(fs, child, &cp) : -EUCLEAN;
-		if (!ret) {
-			cp->opens++;
-			cp->refs++;
-			iput(fs, cp);
-		}
+		ret = child ? ipin(fs, child) : -EUCLEAN;
 	}
 	iput(fs, ip);
 unlock:
@@ -1486,12 +1505,17 @@ int gs_fs_rename(struct gs_fs *fs, uint64_t parent, const char *name, uint64_t n
 	return ret;
 }
 
-int gs_fs_create_internal(struct gs_fs *fs, uint64_t owner, uint64_t *ino)
+int internal_create(struct gs_fs *fs, uint64_t owner, uint64_t *ino, bool any)
 {
-	int ret = create_internal_once(fs, owner, ino);
+	int ret = create_internal_once(fs, owner, ino, any);
 
 	/* out of space while freed blocks wait for a checkpoint: take it, retry */
 	if (ret == -ENOSPC && fs_reclaim(fs) > 0)
-		ret = create_internal_once(fs, owner, ino);
+		ret = create_internal_once(fs, owner, ino, any);
 	return ret;
+}
+
+int gs_fs_create_internal(struct gs_fs *fs, uint64_t owner, uint64_t *ino)
+{
+	return internal_create(fs, owner, ino, false);
 }

@@ -353,6 +353,11 @@ int xattr_parse_block(struct gs_fs *fs, const uint8_t *blk);
 /* catalog.c, for fsck */
 int orphan_unlist(struct gs_fs *fs, struct gs_inode *ip);
 
+/* catalog.c, internal objects for the fs core's own use (xattrs, symlinks) */
+int internal_create(struct gs_fs *fs, uint64_t owner, uint64_t *ino, bool any);
+int unlink_internal_locked(struct gs_fs *fs, uint64_t ino);
+int ipin(struct gs_fs *fs, uint64_t ino);
+
 /* dir.c */
 void dir_index_free(struct dindex *d);
 int dir_parse(struct gs_fs *fs, const uint8_t *blk, uint64_t pblk, uint32_t bidx,

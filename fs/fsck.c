@@ -177,7 +177,7 @@ static int check_inode(struct fck *c, uint64_t ino, const struct gs_dinode *d)
 			}
 		}
 	}
-	if (ip->m.xattr_blk) {
+	if (ip->m.xattr_blk && !(ip->m.flags & GS_IFL_XATTR_OBJ)) {	/* else a child */
 		ret = ip->m.xattr_blk >= fs->l.nblocks ? -EUCLEAN :
 		      xattr_check(fs, ip->m.xattr_blk, ino);
 		if (ret == -EUCLEAN) {

@@ -5,7 +5,8 @@
 # arrays/ and in any directory (kept across a remount, clean in fsck, copied
 # by tar and cp -a); nlink 0 in fstat of open files that lost their name;
 # setgid directories; suid/sgid cleared on write, truncate and fallocate by
-# others; file handles (open_by_handle_at); mmap of O_DIRECT files.
+# others; file handles (open_by_handle_at); mmap of O_DIRECT files; many and
+# large xattrs.
 # timeout: 180
 . "$(dirname "$0")/../helpers/gsmount.sh"
 gs_need_root "mknod of devices, other uids, open_by_handle_at, drop_caches"
@@ -116,5 +117,12 @@ echo x >>"$A/k"
 [[ $(stat -c %a "$A/k") == 6777 ]] || fail "a write by root cleared the mode bits"
 ok "suid/sgid cleared by other users' writes, truncates and fallocates"
 
+# ---- xattrs beyond one block ----
+$CHECK "$A" xattr_many || fail "xattrs"
 gs_umount
 "$GSTORE" fsck -n -f "$IMG" >"$T/fsck.log" 2>&1 || { cat "$T/fsck.log"; fail "fsck at the end"; }
+gs_mount
+[[ $($PY -c "import os,sys; print(len(os.listxattr(sys.argv[1])))" "$A/xa") == 101 ]] ||
+	fail "xattrs after a remount"
+ok "xattrs kept across a remount"
+gs_umount

@@ -9,6 +9,7 @@
 #include <cmocka.h>
 #include <errno.h>
 #include <sys/sysmacros.h>
+#include <sys/xattr.h>
 
 #include "fs_test.h"
 #include "gstore_format.h"
@@ -262,6 +263,65 @@ static void test_open_dir(void **state)
 	fsck_clean();
 }
 
+/* Attributes beyond one block: many small ones after a large one, values up
+ * to 64 KiB, on files and directories; back into the block when they shrink. */
+static void test_xattr_large(void **state)
+{
+	uint8_t *v64 = malloc(65536), *got = malloc(65536);
+	struct gs_stat f, d;
+	char name[64];
+
+	test_fill(v64, 65536, 5);
+	assert_int_equal(gs_fs_create(fs, arrays, "xf", GS_T_ARRAY, 0644, 0, 0, &f), 0);
+	assert_int_equal(gs_fs_create(fs, arrays, "xd", GS_T_DIR, 0755, 0, 0, &d), 0);
+	assert_int_equal(gs_fs_unmount(fs), 0);
+	assert_int_equal(incompat() & GS_FEAT_INCOMPAT_XATTR_OBJ, 0);
+	assert_int_equal(test_mount(&fs, img), 0);
+	for (int k = 0; k < 2; k++) {
+		uint64_t ino = k ? d.ino : f.ino;
+
+		assert_int_equal(gs_fs_setxattr(fs, ino, "user.big", v64, 4000, 0), 0);
+		for (int i = 0; i < 100; i++) {
+			snprintf(name, sizeof(name), "user.small%d", i);
+			assert_int_equal(gs_fs_setxattr(fs, ino, name, name, strlen(name), 0), 0);
+		}
+		assert_int_equal(gs_fs_setxattr(fs, ino, "user.max", v64, 65536, 0), 0);
+		assert_int_equal(gs_fs_setxattr(fs, ino, "user.max", v64, 65536, XATTR_CREATE),
+				 -EEXIST);
+	}
+	remount();
+	assert_true(incompat() & GS_FEAT_INCOMPAT_XATTR_OBJ);
+	for (int k = 0; k < 2; k++) {
+		uint64_t ino = k ? d.ino : f.ino;
+
+		assert_int_equal(gs_fs_getxattr(fs, ino, "user.max", got, 65536), 65536);
+		assert_memory_equal(got, v64, 65536);
+		assert_int_equal(gs_fs_getxattr(fs, ino, "user.max", got, 100), -ERANGE);
+		assert_int_equal(gs_fs_getxattr(fs, ino, "user.big", got, 65536), 4000);
+		assert_memory_equal(got, v64, 4000);
+		assert_int_equal(gs_fs_getxattr(fs, ino, "user.small42", got, 65536), 12);
+		assert_memory_equal(got, "user.small42", 12);
+		/* 102 names with their NULs */
+		assert_int_equal(gs_fs_listxattr(fs, ino, NULL, 0), 9 + 9 + 10 * 12 + 90 * 13);
+	}
+	fsck_clean();
+	/* shrinking back into one block, then to nothing: nothing is left over */
+	assert_int_equal(gs_fs_removexattr(fs, f.ino, "user.max"), 0);
+	assert_int_equal(gs_fs_removexattr(fs, f.ino, "user.big"), 0);
+	for (int i = 0; i < 100; i++) {
+		snprintf(name, sizeof(name), "user.small%d", i);
+		assert_int_equal(gs_fs_removexattr(fs, f.ino, name), 0);
+	}
+	assert_int_equal(gs_fs_listxattr(fs, f.ino, NULL, 0), 0);
+	assert_int_equal(gs_fs_getattr(fs, f.ino, &f), 0);
+	assert_int_equal(f.blocks, 0);
+	/* removing a directory with an attribute object frees it too */
+	assert_int_equal(gs_fs_rmdir(fs, arrays, "xd"), 0);
+	fsck_clean();
+	free(v64);
+	free(got);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -270,6 +330,7 @@ int main(void)
 		cmocka_unit_test(test_special),
 		cmocka_unit_test(test_setgid),
 		cmocka_unit_test(test_open_dir),
+		cmocka_unit_test(test_xattr_large),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
