@@ -80,6 +80,8 @@ for h in "$inc"/gstore*.h; do
 done
 
 # --- an out-of-tree program, with pkg-config ---
+# only the installed copy: no other search path (a GPU machine's env sets PKG_CONFIG_PATH)
+unset PKG_CONFIG_PATH
 export PKG_CONFIG_LIBDIR=$lib/pkgconfig PKG_CONFIG_SYSROOT_DIR=$D
 pkg-config --exists gstore || fail "pkg-config does not find gstore.pc"
 src=$tmp/src
