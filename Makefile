@@ -223,7 +223,8 @@ PC_SED := -e 's|@PREFIX@|$(PREFIX)|' \
 	  -e 's|@INCLUDEDIR@|$(patsubst $(PREFIX)/%,$${prefix}/%,$(INCLUDEDIR))|' \
 	  -e 's|@VERSION@|$(VERSION)|'
 
-install: all
+# what it installs, not the tests (no cmocka needed to install)
+install: lib progs links $(if $(NVCC),$(CUDA_LIB))
 	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)
 	install -m 755 $(SO) $(DESTDIR)$(LIBDIR)/
 	ln -sf $(SO_FILE) $(DESTDIR)$(LIBDIR)/$(SO_NAME)
