@@ -41,12 +41,10 @@
 #define POOL_MAX_IO	(64u << 20)
 #define LOG_LIMIT	16	/* "no copy left" messages per member */
 
-enum { M_OK, M_FAILED };
-
 struct member {
 	struct gs_q *q;		/* NULL: missing */
 	char path[GS_POOL_PATH_MAX + 1];
-	uint32_t state;		/* M_*; shared: atomic */
+	int found;		/* its device holds the pool's member superblock */
 	uint64_t errors;	/* shared: relaxed */
 	uint32_t logged;	/* shared: relaxed */
 };
@@ -189,20 +187,44 @@ static int sb_write_q(struct gs_q *q, const struct gs_dpool_member *tmpl, uint32
 	return ret;
 }
 
-/* Record the failed set on every healthy member (bd->lock held). */
+static int is_device_error(int64_t res);
+
+/* Write bd->sb (with the failed set) to every healthy member (bd->lock held). */
+static void sb_update(struct gs_bdev *bd)
+{
+	uint64_t failed;
+	uint32_t i;
+	int again;
+
+	if (bd->rdonly)
+		return;
+	do {
+		failed = __atomic_load_n(&bd->failed, __ATOMIC_ACQUIRE);
+		bd->sb.failed = htole64(failed);
+		bd->sb.events = htole64(le64toh(bd->sb.events) + 1);
+		again = 0;
+		for (i = 0; i < bd->geo.n; i++) {
+			int r;
+
+			if (!bd->m[i].q || (failed >> i & 1))
+				continue;
+			r = sb_write_q(bd->m[i].q, &bd->sb, i);
+			if (!r || !is_device_error(r))
+				continue;
+			/* that member failed too: record it on the others (once per member) */
+			gs_err("pool: member %u (%s) failed: cannot write its superblock: %s; the "
+			       "pool is degraded", i, bd->m[i].path, strerror(-r));
+			__atomic_fetch_or(&bd->failed, 1ull << i, __ATOMIC_ACQ_REL);
+			again = 1;
+		}
+	} while (again);
+}
+
+/* Record the failed set when it changed (bd->lock held). */
 static void sb_persist(struct gs_bdev *bd)
 {
-	uint64_t failed = __atomic_load_n(&bd->failed, __ATOMIC_ACQUIRE);
-	uint32_t i;
-
-	if (bd->rdonly || le64toh(bd->sb.failed) == failed)
-		return;
-	bd->sb.failed = htole64(failed);
-	bd->sb.events = htole64(le64toh(bd->sb.events) + 1);
-	for (i = 0; i < bd->geo.n; i++)
-		if (bd->m[i].q && !(failed >> i & 1) && sb_write_q(bd->m[i].q, &bd->sb, i))
-			gs_err("pool: member %u (%s): cannot record the failed members", i,
-			       bd->m[i].path);
+	if (le64toh(bd->sb.failed) != __atomic_load_n(&bd->failed, __ATOMIC_ACQUIRE))
+		sb_update(bd);
 }
 
 /* ---- member state ---- */
@@ -275,8 +297,18 @@ static int open_member(struct gs_bdev *bd, uint32_t i, const struct gs_q_params 
 		.fault = p->fault,
 	};
 	struct gs_q_params plain = { .path = bd->m[i].path };
+	const char *f = p->fault;
 	int ret;
 
+	/* "mK:SPEC" (gs_pool_fault's form) at open: SPEC for member K, "" for the others */
+	if (f && f[0] == 'm' && f[1] >= '0' && f[1] <= '9') {
+		char *e;
+		unsigned long k = strtoul(f + 1, &e, 10);
+
+		if (*e != ':')
+			return -EINVAL;
+		mp.fault = k == i ? e + 1 : "";
+	}
 	/* name the backend: a member must never be taken for a pool again */
 	mp.backend = gs_backend_name(&plain);
 	ret = gs_q_open(&bd->m[i].q, &mp);
@@ -426,6 +458,7 @@ static int pool_open(struct gs_bdev **bdp, const struct gs_q_params *p)
 	}
 	bd->failed = le64toh(sb->failed) & ((n < 64 ? 1ull << n : 0) - 1);
 	for (i = 0; i < n; i++) {
+		bd->m[i].found = !!bd->m[i].path[0];
 		if (!bd->m[i].path[0]) {
 			gs_err("pool: member %u (%.*s) is missing", i, (int)GS_POOL_PATH_MAX,
 			       sb->paths[i]);
@@ -455,10 +488,20 @@ static int pool_open(struct gs_bdev **bdp, const struct gs_q_params *p)
 		ret = -ENODEV;
 		goto free_buf;
 	}
-	if (bd->failed) {
+	if (bd->failed)
 		gs_warn("pool: running degraded (%u of %u members)",
 			n - (unsigned)__builtin_popcountll(bd->failed), n);
-		sb_persist(bd);
+	if (!bd->rdonly) {
+		uint32_t st = le32toh(sb->state);
+
+		/* still open from last time: a crash; copies written then may differ */
+		if (st & GS_POOL_ST_OPEN) {
+			gs_warn("pool: not closed cleanly: mirrored copies may differ where writes "
+				"were in flight (gstore fsck -y resyncs them)");
+			st |= GS_POOL_ST_RESYNC;
+		}
+		sb->state = htole32(st | GS_POOL_ST_OPEN);
+		sb_update(bd);
 	}
 	bd->geom.lba_size = 512;
 	bd->geom.max_io = POOL_MAX_IO;
@@ -491,6 +534,12 @@ free_bd:
 
 static void pool_close(struct gs_bdev *bd)
 {
+	if (!bd->rdonly) {
+		pthread_mutex_lock(&bd->lock);
+		bd->sb.state = htole32(le32toh(bd->sb.state) & ~GS_POOL_ST_OPEN);
+		sb_update(bd);
+		pthread_mutex_unlock(&bd->lock);
+	}
 	pool_free(bd);
 }
 
@@ -915,15 +964,17 @@ int gs_q_pool_info(struct gs_q *q, char *buf, size_t size)
 		n += (size_t)r;						\
 	} while (0)
 	OUT("pool_uuid: %s\npool_layout: %s\npool_members: %u\npool_stripe_unit: %u\n"
-	    "pool_state: %s\npool_failed: %u\n", uuid, layout_name(bd->layout), bd->geo.n,
-	    bd->geo.su, failed ? "degraded" : "ok", (unsigned)__builtin_popcountll(failed));
+	    "pool_state: %s\npool_failed: %u\npool_resync: %s\n", uuid, layout_name(bd->layout),
+	    bd->geo.n, bd->geo.su, failed ? "degraded" : "ok",
+	    (unsigned)__builtin_popcountll(failed),
+	    le32toh(bd->sb.state) & GS_POOL_ST_RESYNC ? "needed" : "no");
 	if (bd->rebuilding >= 0)
 		OUT("pool_rebuild: member %d %llu/%llu\n", bd->rebuilding,
 		    (unsigned long long)__atomic_load_n(&bd->rebuild_done, __ATOMIC_RELAXED),
 		    (unsigned long long)bd->rebuild_total);
 	for (i = 0; i < bd->geo.n; i++)
 		OUT("member%u: %s %s errors=%llu\n", i, bd->m[i].path,
-		    (failed >> i & 1) ? (bd->m[i].q ? "failed" : "missing") : "ok",
+		    (failed >> i & 1) ? (bd->m[i].found ? "failed" : "missing") : "ok",
 		    (unsigned long long)__atomic_load_n(&bd->m[i].errors, __ATOMIC_RELAXED));
 #undef OUT
 	return (int)n;
@@ -1043,12 +1094,13 @@ int gs_pool_create(const char *const *paths, unsigned n, const struct gs_pool_op
 	}
 	if (o->member_bytes && o->member_bytes < minsz)
 		minsz = o->member_bytes;
-	/* automatic zone: 1/32 of the logical size, at least 32 MiB (fs metadata fits) */
+	/* automatic zone: 1/64 of the raw size, at least 8 MiB; mkfs grows it when
+	 * the fs's fixed metadata needs more (bin/gstore/pool.c) */
 	zone = o->zone_bytes;
 	if (!zone) {
-		zone = minsz / 32 * n / (layout == GS_POOL_MIRROR ? n : 1);
-		if (zone < (32u << 20))
-			zone = 32u << 20;
+		zone = minsz / 64 * n / (layout == GS_POOL_MIRROR ? n : 1);
+		if (zone < (8u << 20))
+			zone = 8u << 20;
 	}
 	ret = gs_pool_geo_init(&geo, layout, n, su, zone, GS_POOL_DATA_OFF, minsz);
 	if (ret) {
@@ -1174,9 +1226,9 @@ int gs_q_pool_replace(struct gs_q *q, unsigned index, const char *newpath,
 
 			if (!gs_pool_reverse(&bd->geo, index, phys, &off)) {
 				if (member_ok(bd, index) && bd->m[index].q)
-					r = gs_q_pread(bd->m[index].q, buf, bd->geo.su, phys);
+					r = gs_q_pread_sync(bd->m[index].q, buf, bd->geo.su, phys);
 				if (r != (ssize_t)bd->geo.su)
-					r = gs_q_pread(q, buf, bd->geo.su, off);
+					r = gs_q_pread_sync(q, buf, bd->geo.su, off);
 				if (r == (ssize_t)bd->geo.su)
 					r = gs_q_pwrite(nq, buf, bd->geo.su, phys);
 				if (r != (ssize_t)bd->geo.su) {
@@ -1203,6 +1255,7 @@ int gs_q_pool_replace(struct gs_q *q, unsigned index, const char *newpath,
 		ret = sb_write_q(nq, &bd->sb, index);
 		if (!ret) {
 			bd->m[index].q = nq;
+			bd->m[index].found = 1;
 			nq = old;
 			__atomic_fetch_and(&bd->failed, ~(1ull << index), __ATOMIC_ACQ_REL);
 			bd->m[index].errors = 0;
@@ -1220,7 +1273,7 @@ int gs_q_pool_replace(struct gs_q *q, unsigned index, const char *newpath,
 	return ret;
 }
 
-int64_t gs_q_pool_verify(struct gs_q *q, gs_pool_progress progress, void *arg)
+int64_t gs_q_pool_verify(struct gs_q *q, unsigned flags, gs_pool_progress progress, void *arg)
 {
 	struct gs_bdev *bd = pool_of(q);
 	const struct gs_pool_area *areas[2];
@@ -1254,22 +1307,39 @@ int64_t gs_q_pool_verify(struct gs_q *q, gs_pool_progress progress, void *arg)
 				gs_pool_locate(&bd->geo, off, k, &m, &phys);
 				if (!member_ok(bd, m))
 					continue;
-				r = gs_q_pread(bd->m[m].q, dst, bd->geo.su, phys);
+				r = gs_q_pread_sync(bd->m[m].q, dst, bd->geo.su, phys);
 				if (r != (ssize_t)bd->geo.su) {
 					member_fail(bd, m, r < 0 ? r : -EIO);
 					continue;
 				}
 				if (have++ && memcmp(a0, ak, bd->geo.su)) {
-					gs_err("pool: logical bytes %llu..+%u differ between member "
-					       "copies (member %u)", (unsigned long long)off,
-					       bd->geo.su, m);
+					if (!(flags & GS_POOL_REPAIR))
+						gs_err("pool: logical bytes %llu..+%u differ between "
+						       "member copies (member %u)",
+						       (unsigned long long)off, bd->geo.su, m);
 					bad++;
-					break;
+					if (!(flags & GS_POOL_REPAIR))
+						break;
+					/* resync: the first healthy copy wins */
+					r = gs_q_pwrite(bd->m[m].q, a0, bd->geo.su, phys);
+					if (r != (ssize_t)bd->geo.su) {
+						member_fail(bd, m, r < 0 ? r : -EIO);
+						continue;
+					}
 				}
 			}
 			done += bd->geo.su;
 			if (progress)
 				progress(arg, done, total);
+		}
+	}
+	if (bad >= 0 && (flags & GS_POOL_REPAIR) && !bd->rdonly) {
+		/* every copy agrees now */
+		if (!bad || gs_q_flush(q) == 0) {
+			pthread_mutex_lock(&bd->lock);
+			bd->sb.state = htole32(le32toh(bd->sb.state) & ~GS_POOL_ST_RESYNC);
+			sb_update(bd);
+			pthread_mutex_unlock(&bd->lock);
 		}
 	}
 out:

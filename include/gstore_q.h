@@ -243,9 +243,12 @@ typedef void (*gs_pool_progress)(void *arg, uint64_t done, uint64_t total);
  * other members (or from the old member while it still reads). */
 int gs_q_pool_replace(struct gs_q *q, unsigned index, const char *newpath,
 		      gs_pool_progress progress, void *arg);
-/* Compare every copy of every mirrored chunk byte for byte; returns the
- * number of chunks whose copies differ (>= 0) or -errno. */
-int64_t gs_q_pool_verify(struct gs_q *q, gs_pool_progress progress, void *arg);
+/* Compare every copy of every mirrored stripe unit byte for byte; returns
+ * the number of units whose copies differ (>= 0) or -errno.  GS_POOL_REPAIR
+ * (a queue opened for writing): copy the first healthy copy over the others
+ * where they differ, and clear the pool's "resync needed" state. */
+enum { GS_POOL_REPAIR = 1u << 0 };
+int64_t gs_q_pool_verify(struct gs_q *q, unsigned flags, gs_pool_progress progress, void *arg);
 
 #pragma GCC visibility pop
 #ifdef __cplusplus

@@ -334,6 +334,11 @@ enum {
 	GS_POOL_STRIPE_MIRROR = 3,	/* everything in two copies, striped */
 };
 
+/* gs_dpool_member.state */
+#define GS_POOL_ST_OPEN		(1u << 0)	/* open for writing (not closed: a crash) */
+#define GS_POOL_ST_RESYNC	(1u << 1)	/* opened after a crash: copies of chunks
+						 * written then may differ until a resync */
+
 /* gs_dpool_member.feature_incompat: an unknown bit refuses the pool */
 #define GS_POOL_FEAT_INCOMPAT_ZONE	(1u << 0)	/* mirrored zone (always set) */
 #define GS_POOL_FEAT_INCOMPAT_SUPP	GS_POOL_FEAT_INCOMPAT_ZONE
@@ -349,7 +354,7 @@ struct gs_dpool_member {
 	__le32 stripe_unit;		/* bytes, power of two, >= 4096 */
 	__le32 copies;			/* data area copies */
 	__le32 zone_copies;		/* mirrored zone copies */
-	__le32 rsvd0;
+	__le32 state;			/* GS_POOL_ST_* */
 	__le64 zone_bytes;		/* logical bytes of the zone (stripe units) */
 	__le64 data_bytes;		/* logical bytes of the data area */
 	__le64 data_off;		/* member byte where the zone's rows start */

@@ -46,7 +46,7 @@ struct gs_pool_opts;
 struct gs_mkfs_opts;
 int pool_mkfs(const char *const *devs, unsigned n, struct gs_pool_opts *po,
 	      struct gs_mkfs_opts *o);
-int pool_check_mirrors(const char *path, unsigned *lines);
+int pool_check_mirrors(const char *path, int repair, unsigned *lines);
 /* `gstore import graph ...` (graph.c); cmd_import hands it over */
 int cmd_import_graph(int argc, char **argv);
 

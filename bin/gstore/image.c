@@ -208,8 +208,8 @@ int cmd_fsck(int argc, char **argv)
 		return GS_FSCK_ERROR;
 	}
 	/* a pool: also every mirrored chunk's copies against each other */
-	if (gs_pool_is_member(path) && pool_check_mirrors(path, &lines))
-		ret |= GS_FSCK_UNCORRECTED;
+	if (!(ret & GS_FSCK_ERROR) && gs_pool_is_member(path))
+		ret |= pool_check_mirrors(path, yes, &lines);
 	if (ret == GS_FSCK_OK && !lines)
 		printf("%s: clean\n", path);
 	else if (ret & GS_FSCK_UNCORRECTED)

@@ -165,27 +165,51 @@ static void show_progress(void *arg, uint64_t done, uint64_t total)
 	gs_progress_add(arg, done - ((struct gs_progress *)arg)->done);
 }
 
-int pool_check_mirrors(const char *path, unsigned *lines)
+/*
+ * fsck of a pool: compare the copies of every mirrored stripe unit byte for
+ * byte (data has no checksums; metadata's were checked by the fs fsck).
+ * Returns an e2fsck exit bit: 0, GS_FSCK_FIXED or GS_FSCK_UNCORRECTED.  After
+ * a crash (pool_resync: needed) differing copies are expected where writes
+ * were in flight: -n reports them as such, -y (repair) resyncs them.
+ */
+int pool_check_mirrors(const char *path, int repair, unsigned *lines)
 {
 	struct gs_progress pr;
+	char info[8192];
 	struct gs_q *q;
 	int64_t bad;
-	int ret;
+	int ret, resync;
 
-	ret = open_pool(path, NULL, GS_Q_RDONLY, &q);
-	if (ret)
-		return gs_fail(1, "%s: cannot open the pool: %s", path, strerror(-ret));
+	ret = open_pool(path, NULL, repair ? 0 : GS_Q_RDONLY, &q);
+	if (ret) {
+		gs_fail(1, "%s: cannot open the pool: %s", path, strerror(-ret));
+		return GS_FSCK_UNCORRECTED;
+	}
+	gs_q_pool_info(q, info, sizeof(info));
+	resync = !!strstr(info, "pool_resync: needed");
 	gs_progress_start(&pr, "mirrors", 0);
-	bad = gs_q_pool_verify(q, show_progress, &pr);
+	bad = gs_q_pool_verify(q, repair ? GS_POOL_REPAIR : 0, show_progress, &pr);
 	gs_progress_end(&pr);
 	gs_q_close(q);
-	if (bad < 0)
-		return gs_fail(1, "%s: comparing mirrors: %s", path, strerror((int)-bad));
-	if (bad) {
-		printf("pool: %lld stripe units differ between their copies\n", (long long)bad);
-		(*lines)++;
+	if (bad < 0) {
+		gs_fail(1, "%s: comparing mirrors: %s", path, strerror((int)-bad));
+		return GS_FSCK_UNCORRECTED;
 	}
-	return bad ? 1 : 0;
+	if (!bad)
+		return 0;
+	(*lines)++;
+	if (repair) {
+		printf("pool: %lld stripe units differed between their copies: resynced\n",
+		       (long long)bad);
+		return GS_FSCK_FIXED;
+	}
+	if (resync) {
+		printf("pool: %lld stripe units differ between their copies, written when the "
+		       "pool crashed (fsck -y resyncs them)\n", (long long)bad);
+		return 0;
+	}
+	printf("pool: %lld stripe units differ between their copies\n", (long long)bad);
+	return GS_FSCK_UNCORRECTED;
 }
 
 static int status(const char *what, const char *devices)

@@ -3,6 +3,8 @@
 # unmount / crash helpers, and cleanup in an EXIT trap.  Not a test itself.
 #
 #   gs_init [SIZE] [MKFS ARGS...]   temp dir $T, image $IMG (mkfs'ed), mount point $MNT
+#                                   GS_POOL="N LAYOUT SU": a pool of N members of SIZE
+#                                   ($T/m0.., $IMG is $T/m0) instead of one image
 #   gs_mount [-o OPTS]              start gstorefs in the foreground (pid $GS_PID)
 #   gs_umount                       unmount and wait for the daemon; fails if it failed
 #   gs_kill9                        kill -9 the daemon, detach the dead mount
@@ -80,7 +82,17 @@ gs_init() {
 	FSOPS=$T/bin/fsops
 	ln -s gstore "$T/bin/mkfs.gstore"
 	ln -s gstore "$T/bin/fsck.gstore"
-	"$GSTORE" mkfs --size "$size" "$@" "$IMG" >/dev/null || fail "mkfs"
+	if [[ -n ${GS_POOL:-} ]]; then
+		local n layout su i
+		read -r n layout su <<<"$GS_POOL"
+		POOL_MEMBERS=()
+		for ((i = 0; i < n; i++)); do POOL_MEMBERS+=("$T/m$i"); done
+		IMG=$T/m0
+		"$GSTORE" mkfs --size "$size" --layout "$layout" --stripe-unit "$su" "$@" \
+			"${POOL_MEMBERS[@]}" >/dev/null || fail "mkfs of a $GS_POOL pool"
+	else
+		"$GSTORE" mkfs --size "$size" "$@" "$IMG" >/dev/null || fail "mkfs"
+	fi
 	# O_DIRECT on the image needs a file system that has it (not old tmpfs)
 	if ! dd if=/dev/zero of="$T/odirect" bs=4096 count=1 oflag=direct status=none 2>/dev/null
 	then

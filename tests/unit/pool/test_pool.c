@@ -365,7 +365,7 @@ static void test_degraded(void **state)
 		close(fd);
 		assert_int_equal(gs_q_pool_member(q, paths[1]), 1);
 		assert_int_equal(gs_q_pool_replace(q, 1, np, NULL, NULL), 0);
-		assert_int_equal(gs_q_pool_verify(q, NULL, NULL), 0);
+		assert_int_equal(gs_q_pool_verify(q, 0, NULL, NULL), 0);
 		assert_true(gs_q_pool_info(q, info, sizeof(info)) > 0);
 		assert_non_null(strstr(info, "pool_state: ok"));
 		gs_q_close(q);
