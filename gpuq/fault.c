@@ -9,6 +9,13 @@
  * simulated write cache.  Bios the wrapper answers itself (injected errors,
  * dropped or cached writes) wait in a per-queue stash until the next reap.
  *
+ * The device model (model=IOPS:MBPS:LATUS) makes the device no faster than
+ * a given one: each request takes max(1/IOPS, len/bandwidth) of the
+ * device's time (one server, requests in arrival order: busy_until), and
+ * completes LATUS after its service ends.  The inner backend does the real
+ * I/O at once; its completion waits in the queue's `later` list until the
+ * model's time, so a pool of N modelled members scales as N such devices.
+ *
  * Power-cut mode keeps a volatile write cache of lba-sized blocks (shared
  * by all queues, under bd->lock): writes land there, reads see them, a
  * flush writes them to the device (synchronously, on the poller that got
@@ -17,6 +24,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -34,6 +42,7 @@ struct fspec {
 	int drop;
 	uint64_t powercut;		/* 0: no write cache */
 	int dead_err;			/* after the cut: fail writes/flushes (0: drop) */
+	uint64_t m_iops, m_bps, m_lat_ns;	/* device model; 0: none */
 };
 
 struct cblock {
@@ -51,6 +60,7 @@ struct gs_bdev {
 	struct fspec spec;
 	uint64_t nio, nwrites;		/* counted I/Os, writes since the spec was set */
 	int dead;			/* power was cut */
+	uint64_t busy_until;		/* model: when the device is free again (ns) */
 	/* the volatile write cache: hash of lba blocks */
 	struct cblock **hash;
 	size_t nhash, nblocks;
@@ -61,6 +71,7 @@ struct proxy {
 	struct gs_bio b;		/* first: the inner backend sees this */
 	struct gs_bio *orig;		/* NULL: a write-back bio */
 	uint32_t report;		/* bytes to report on success (torn writes) */
+	uint64_t ready;			/* model: complete no earlier (ns; 0: at once) */
 	int err;			/* report this instead (torn write at a cut) */
 };
 
@@ -71,6 +82,9 @@ struct stashed {
 
 struct gs_bq {
 	struct gs_bdev *bd;
+	struct stashed *later;		/* model: done by the device, not yet by the model */
+	uint64_t *later_at;
+	unsigned nlater;
 	struct gs_bq *iq;
 	struct stashed *stash;
 	unsigned nstash, cap;
@@ -182,6 +196,18 @@ static int parse_token(struct fspec *s, char *tok, uint32_t lba)
 	}
 	if (!strcmp(tok, "at"))
 		return parse_num(v, &s->at);
+	if (!strcmp(tok, "model")) {
+		/* IOPS:MBPS:LATUS (MB = 10^6 bytes) */
+		unsigned long long iops, mbps, lat;
+		char tail;
+
+		if (sscanf(v, "%llu:%llu:%llu%c", &iops, &mbps, &lat, &tail) != 3 || !iops || !mbps)
+			return -EINVAL;
+		s->m_iops = iops;
+		s->m_bps = mbps * 1000000ull;
+		s->m_lat_ns = lat * 1000ull;
+		return 0;
+	}
 	if (!strcmp(tok, "powercut"))
 		return parse_num(v, &s->powercut) || !s->powercut ? -EINVAL : 0;
 	if (!strcmp(tok, "tear")) {
@@ -361,8 +387,51 @@ static void absorb(struct gs_bq *q, struct gs_bio *ib, int64_t res)
 		cache_overlay(q->bd, b, (uint64_t)res);
 	if (res >= 0 && b->op == GS_OP_WRITE)
 		res = px->err ? (int64_t)px->err : (int64_t)px->report;
+	if (px->ready && px->ready > gs_now_ns()) {
+		q->later[q->nlater].b = b;
+		q->later[q->nlater].res = res;
+		q->later_at[q->nlater++] = px->ready;
+		free(px);
+		return;
+	}
 	free(px);
 	stash(q, b, res);
+}
+
+/* Move what the model says is done to the stash; returns the next deadline (0: none). */
+static uint64_t later_reap(struct gs_bq *q)
+{
+	uint64_t now = q->nlater ? gs_now_ns() : 0, next = 0;
+	unsigned i = 0;
+
+	while (i < q->nlater) {
+		if (q->later_at[i] <= now) {
+			stash(q, q->later[i].b, q->later[i].res);
+			q->nlater--;
+			q->later[i] = q->later[q->nlater];
+			q->later_at[i] = q->later_at[q->nlater];
+			continue;
+		}
+		if (!next || q->later_at[i] < next)
+			next = q->later_at[i];
+		i++;
+	}
+	return next;
+}
+
+/* Model: when a request of @len bytes issued now completes (bd->lock held). */
+static uint64_t model_ready(struct gs_bdev *bd, uint64_t len)
+{
+	struct fspec *s = &bd->spec;
+	uint64_t now = gs_now_ns(), svc = 1000000000ull / s->m_iops;
+	uint64_t bw = len * 1000000000ull / s->m_bps;
+
+	if (bw > svc)
+		svc = bw;
+	if (bd->busy_until < now)
+		bd->busy_until = now;
+	bd->busy_until += svc;
+	return bd->busy_until + s->m_lat_ns;
 }
 
 static void push_pending(struct gs_bq *q)
@@ -578,10 +647,12 @@ static int fault_queue_create(struct gs_bdev *bd, uint32_t depth, int wake_fd,
 	q->depth = depth;
 	q->cap = depth + 1;
 	q->stash = calloc(q->cap, sizeof(*q->stash));
+	q->later = calloc(q->cap, sizeof(*q->later));
+	q->later_at = calloc(q->cap, sizeof(*q->later_at));
 	q->pend = calloc(depth, sizeof(*q->pend));
 	q->idone = calloc(depth, sizeof(*q->idone));
 	q->ires = calloc(depth, sizeof(*q->ires));
-	if (!q->stash || !q->pend || !q->idone || !q->ires)
+	if (!q->stash || !q->pend || !q->idone || !q->ires || !q->later || !q->later_at)
 		goto free_q;
 	ret = bd->in->queue_create(bd->ibd, depth, wake_fd, &q->iq);
 	if (ret)
@@ -589,6 +660,8 @@ static int fault_queue_create(struct gs_bdev *bd, uint32_t depth, int wake_fd,
 	*qp = q;
 	return 0;
 free_q:
+	free(q->later);
+	free(q->later_at);
 	free(q->stash);
 	free(q->pend);
 	free(q->idone);
@@ -600,6 +673,8 @@ free_q:
 static void fault_queue_destroy(struct gs_bq *q)
 {
 	q->bd->in->queue_destroy(q->iq);
+	free(q->later);
+	free(q->later_at);
 	free(q->stash);
 	free(q->pend);
 	free(q->idone);
@@ -610,7 +685,8 @@ static void fault_queue_destroy(struct gs_bq *q)
 enum { F_PASS, F_DONE, F_TEAR };
 
 /* Decide what happens to @b; sets *res for F_DONE. */
-static int decide(struct gs_bdev *bd, struct gs_bio *b, int64_t *res, int *wb)
+static int decide(struct gs_bdev *bd, struct gs_bio *b, int64_t *res, int *wb,
+		  uint64_t *ready)
 {
 	struct fspec *s = &bd->spec;
 	int ret = F_PASS;
@@ -661,6 +737,8 @@ static int decide(struct gs_bdev *bd, struct gs_bio *b, int64_t *res, int *wb)
 	}
 	if (b->op == GS_OP_FLUSH && bd->nblocks)
 		*wb = 1;
+	if (s->m_iops && b->op != GS_OP_FLUSH)
+		*ready = model_ready(bd, b->len);
 out:
 	pthread_mutex_unlock(&bd->lock);
 	return ret;
@@ -675,7 +753,8 @@ static int fault_submit(struct gs_bq *q, struct gs_bio **ios, unsigned n)
 		struct gs_bio *b = ios[i];
 		struct proxy *px;
 		int64_t res = 0;
-		int wb = 0, d = decide(bd, b, &res, &wb);
+		uint64_t ready = 0;
+		int wb = 0, d = decide(bd, b, &res, &wb, &ready);
 
 		if (d == F_DONE) {
 			stash(q, b, res);
@@ -699,6 +778,7 @@ static int fault_submit(struct gs_bq *q, struct gs_bio **ios, unsigned n)
 		px->b.priv = NULL;
 		px->orig = b;
 		px->report = b->len;
+		px->ready = ready;
 		/* a tear longer than the write keeps all of it */
 		if (d == F_TEAR && bd->spec.tear < b->len)
 			px->b.len = bd->spec.tear;
@@ -717,6 +797,7 @@ static int fault_reap(struct gs_bq *q, struct gs_bio **done, int64_t *res, unsig
 	push_pending(q);
 	if (q->nstash < max)
 		inner_reap(q);
+	later_reap(q);
 	while (n < max && q->nstash) {
 		q->nstash--;
 		done[n] = q->stash[q->nstash].b;
@@ -730,11 +811,24 @@ static int fault_wait_nr(struct gs_bq *q, unsigned nr, int64_t timeout_us)
 {
 	const struct gs_backend_ops *in = q->bd->in;
 
+	uint64_t next;
+
 	push_pending(q);
+	next = later_reap(q);
 	if (q->nstash)
 		return 0;
 	if (q->npend)
 		timeout_us = 50;
+	if (next) {
+		/* wake for the model's next completion */
+		uint64_t now = gs_now_ns();
+		int64_t us = next > now ? (int64_t)((next - now) / 1000) + 1 : 0;
+
+		if (!us)
+			return 0;
+		if (timeout_us < 0 || us < timeout_us)
+			timeout_us = us;
+	}
 	return in->wait_nr ? in->wait_nr(q->iq, nr, timeout_us) : in->wait(q->iq, timeout_us);
 }
 

@@ -59,7 +59,8 @@ struct opts {
 	uint64_t size;		/* span read from: 0 = whole device */
 	uint32_t qd, threads, bs, pollers, max_pollers, spin_us, cq_spin_us, max_inflight;
 	double runtime, warmup;
-	int reg, buffered, mode;
+	int reg, buffered, mode, seq;
+	const char *fault;	/* gs_q fault spec, e.g. a device model: model=IOPS:MBPS:LATUS */
 };
 
 struct worker;
@@ -74,6 +75,7 @@ struct cbio {
 
 struct worker {
 	pthread_t th;
+	uint64_t cursor;	/* --seq: next block */
 	const struct opts *o;
 	struct gs_q *q;
 	struct gs_ring *ring;
@@ -89,6 +91,18 @@ struct worker {
 	struct cbio *cbs;	/* --mode cb */
 	uint32_t outstanding;	/* --mode cb, atomic: ios not yet retired */
 };
+
+static uint64_t xorshift(uint64_t *s);
+
+/* The next offset a worker reads: random, or the next block of its sequence. */
+static uint64_t next_off(struct worker *w, uint64_t *rng)
+{
+	uint64_t b = w->o->seq ? __atomic_fetch_add(&w->cursor, 1, __ATOMIC_RELAXED)
+			       : xorshift(rng);
+
+	return b % w->span_blocks * w->o->bs;
+}
+
 
 static unsigned phase;	/* atomic */
 
@@ -124,7 +138,7 @@ static void issue(struct worker *w, uint32_t slot)
 	uint32_t bs = w->o->bs;
 	struct gs_sqe e = {
 		.op = GS_OP_READ, .flags = GS_SQE_BUF_OFF | GS_SQE_CQE, .len = bs,
-		.off = (xorshift(&w->rng) % w->span_blocks) * bs,
+		.off = next_off(w, &w->rng),
 		.buf = (uint64_t)slot * bs, .tag = slot,
 	};
 
@@ -194,7 +208,7 @@ static void cb_done(struct gs_q_io *io, int64_t res)
 		__atomic_fetch_sub(&w->outstanding, 1, __ATOMIC_RELEASE);
 		return;
 	}
-	io->off = (xorshift(&c->rng) % w->span_blocks) * w->o->bs;
+	io->off = next_off(w, &c->rng);
 	c->start_ns = t;
 	/* from the poller: it pops this in the same round, no kick needed */
 	if (gs_q_submit(w->q, &io, 1) != 1)
@@ -217,7 +231,7 @@ static int cb_start(struct worker *w)
 		c->rng = w->rng + 0x9e3779b97f4a7c15ull * (i + 1);
 		io->op = GS_OP_READ;
 		io->len = w->o->bs;
-		io->off = (xorshift(&c->rng) % w->span_blocks) * w->o->bs;
+		io->off = next_off(w, &c->rng);
 		io->buf = w->bufs + (size_t)i * w->o->bs;
 		io->done = cb_done;
 		c->start_ns = now_ns();
@@ -299,7 +313,10 @@ static void usage(FILE *f)
 		"  --max-inflight N  requests in the device at most (0: half its queue;\n"
 		"                    4294967295: no cap)\n"
 		"  --no-register     no registered buffers\n"
-		"  --buffered        no O_DIRECT\n");
+		"  --buffered        no O_DIRECT\n"
+		"  --seq             sequential reads (each thread from 0, wrapping) instead of random\n"
+		"  --fault SPEC      gs_q fault spec, e.g. model=IOPS:MBPS:LATUS per device\n"
+		"                    (a pool: every member; gs_q_fault(3))\n");
 }
 
 static int parse(struct opts *o, int argc, char **argv)
@@ -310,7 +327,8 @@ static int parse(struct opts *o, int argc, char **argv)
 		{ "warmup", 1, 0, 'w' }, { "pollers", 1, 0, 'p' }, { "max-pollers", 1, 0, 'P' },
 		{ "spin-us", 1, 0, 'S' }, { "cq-spin-us", 1, 0, 'C' },
 		{ "no-register", 0, 0, 'n' }, { "buffered", 0, 0, 'B' }, { "help", 0, 0, 'h' },
-		{ "mode", 1, 0, 'm' }, { "max-inflight", 1, 0, 'I' },
+		{ "mode", 1, 0, 'm' }, { "max-inflight", 1, 0, 'I' }, { "seq", 0, 0, 'Q' },
+		{ "fault", 1, 0, 'F' },
 		{ 0, 0, 0, 0 },
 	};
 	uint64_t v;
@@ -349,6 +367,8 @@ static int parse(struct opts *o, int argc, char **argv)
 				return -EINVAL;
 			break;
 		case 'B': o->buffered = 1; break;
+		case 'Q': o->seq = 1; break;
+		case 'F': o->fault = optarg; break;
 		case 'h': usage(stdout); exit(0);
 		default: return -EINVAL;
 		}
@@ -395,6 +415,7 @@ int bench_io(int argc, char **argv)
 	p.spin_us = o.spin_us;
 	p.max_inflight = o.max_inflight;
 	p.flags = o.buffered ? GS_Q_BUFFERED : 0;
+	p.fault = o.fault;
 	if (o.size && access(o.file, F_OK)) {
 		p.flags |= GS_Q_CREATE;
 		p.size = o.size;
