@@ -490,6 +490,7 @@ int gs_fs_statfs(struct gs_fs *fs, struct gs_fs_statfs *sf)
 	sf->block_size = fs->bs;
 	sf->blocks = fs->l.nblocks;
 	sf->bfree = fs->al.nfree + fs->al.pending;
+	sf->bavail = sf->bfree > fs->al.reserve ? sf->bfree - fs->al.reserve : 0;
 	sf->files = fs->l.ninodes - 1;
 	sf->ffree = fs->al.ifree;
 	sf->name_max = GS_NAME_MAX;

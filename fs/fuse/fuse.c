@@ -301,6 +301,44 @@ static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_attr(req, &st, gf->timeout);
 }
 
+/*
+ * setuid/setgid after a change of a file's contents by @req's caller.  With
+ * HANDLE_KILLPRIV off the kernel clears setuid, and setgid with group
+ * execute, before a write, truncate or fallocate by a caller without
+ * CAP_FSETID; the other filesystems (setattr_should_drop_sgid) also clear a
+ * setgid without group execute when the caller is not in the file's group,
+ * which FUSE's own recomputation does not: that part is done here, after the
+ * change.  @all: the kernel did nothing (open with O_TRUNC, which
+ * ATOMIC_O_TRUNC leaves to us): all of it.  FUSE does not pass capabilities:
+ * uid 0 stands for CAP_FSETID.
+ */
+static void kill_priv(fuse_req_t req, fuse_ino_t ino, int all)
+{
+	struct gs_fuse *gf = req_gf(req);
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct gs_stat st, in = { 0 };
+	gid_t groups[64];
+	int n, member;
+
+	if (ctx->uid == 0 || gs_fs_getattr(gf->fs, ino, &st) < 0 || !S_ISREG(st.mode))
+		return;
+	in.mode = st.mode & 07777;
+	if (all && (st.mode & S_ISUID))
+		in.mode &= ~S_ISUID;
+	if (st.mode & S_ISGID) {
+		member = ctx->gid == st.gid;
+		n = member ? 0 : fuse_req_getgroups(req, 64, groups);
+		for (int i = 0; i < n && i < 64; i++)
+			member |= groups[i] == st.gid;
+		if (!member || (all && (st.mode & S_IXGRP)))
+			in.mode &= ~S_ISGID;
+	}
+	/* the kernel keeps the mode it has cached across a write: drop its
+	 * attributes (only those, no pages: safe inside a write of @ino) */
+	if (in.mode != (st.mode & 07777) && !gs_fs_setattr(gf->fs, ino, &in, GS_SET_MODE, NULL))
+		fuse_lowlevel_notify_inval_inode(gf->se, ino, -1, 0);
+}
+
 static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		       struct fuse_file_info *fi)
 {
@@ -347,6 +385,10 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		ret = gs_fs_getattr(gf->fs, ino, &out);
 	} else {
 		ret = gf->rdonly ? -EROFS : gs_fs_setattr(gf->fs, ino, &in, mask, &out);
+	}
+	if (!ret && (mask & GS_SET_SIZE)) {
+		kill_priv(req, ino, 0);
+		ret = gs_fs_getattr(gf->fs, ino, &out);
 	}
 	if (ret < 0)
 		return reply_status(req, ret);
@@ -542,8 +584,27 @@ static int open_vnode(struct gs_fuse *gf, fuse_ino_t ino, struct fuse_file_info 
 		return ret;
 	}
 	fi->fh = (uintptr_t)f;
+	if (f->page_cache) {
+		/* mmappable; pages from before this open may be stale */
+		gs_vreg_set_cached(gf->vreg, vn);
+		fi->keep_cache = 0;
+		return 0;
+	}
 	fi->direct_io = 1;	/* generated contents: no page cache, no size limit */
 	return 0;
+}
+
+/* After a write to @vn: drop the kernel's pages of the object's other
+ * page-cached virtual files (nd: data, after a write to block/ or slice/).
+ * Never @vn's own: the kernel updated those, and an invalidation of the
+ * inode being written from its own write handler could deadlock. */
+static void vnode_written(struct gs_fuse *gf, const struct gs_vnode *vn)
+{
+	uint64_t inos[64];
+	unsigned n = gs_vreg_cached(gf->vreg, vn->obj, vn->ino, inos, 64);
+
+	for (unsigned i = 0; i < n; i++)
+		fuse_lowlevel_notify_inval_inode(gf->se, inos[i], 0, 0);
 }
 
 static void release_vnode(struct gs_fuse *gf, struct fuse_file_info *fi)
@@ -585,6 +646,7 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			gs_fs_release(gf->fs, ino);
 			return reply_status(req, ret);
 		}
+		kill_priv(req, ino, 1);
 	}
 	fi->fh = 0;
 	set_cache_flags(gf, ino, fi);
@@ -741,8 +803,12 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 
 		n = f->vn->ops->write ? f->vn->ops->write(gf, f, buf, size, (uint64_t)off)
 				      : -EACCES;
+		if (n > 0 && f->vn->obj)
+			vnode_written(gf, f->vn);
 	} else {
 		n = gs_fs_write(gf->fs, ino, buf, size, (uint64_t)off);
+		if (n > 0 && !fi->writepage)
+			kill_priv(req, ino, 0);
 	}
 	if (n < 0)
 		return reply_status(req, (int)n);
@@ -783,6 +849,8 @@ static void fs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 		ret = -EROFS;
 	else
 		ret = gs_fs_fallocate(gf->fs, ino, mode, (uint64_t)off, (uint64_t)len);
+	if (!ret)
+		kill_priv(req, ino, 0);
 	reply_status(req, ret);
 }
 
@@ -1079,7 +1147,7 @@ static void fs_statfs(fuse_req_t req, fuse_ino_t ino)
 	sv.f_frsize = sf.block_size;
 	sv.f_blocks = sf.blocks;
 	sv.f_bfree = sf.bfree;
-	sv.f_bavail = sf.bfree;
+	sv.f_bavail = sf.bavail;	/* df's "Avail": what a file can still get */
 	sv.f_files = sf.files;
 	sv.f_ffree = sf.ffree;
 	sv.f_favail = sf.ffree;

@@ -69,6 +69,7 @@ struct gs_vnode {
 	uint64_t size;		/* st_size unless ops->getattr says otherwise */
 	/* layer-private */
 	uint64_t nlookup;
+	int cached;		/* opened with page_cache: see gs_vreg_cached() */
 	struct gs_vnode *ino_next, *name_next;
 	char name[];
 };
@@ -88,6 +89,11 @@ struct gs_vfile {
 	char *buf;		/* contents (malloc'ed; freed by the layer) */
 	size_t len;
 	void *priv;		/* the type's own per-open state, freed by ->release */
+	/* Set by ->open: the bytes change only through writes to this object's
+	 * virtual files on this mount.  The layer then lets the kernel cache
+	 * the file (so it can be mmapped) instead of direct_io, and drops the
+	 * cached pages of the object's other such files after each write. */
+	int page_cache;
 };
 
 /* readdir callback: return non-zero when the reply buffer is full. */
@@ -173,6 +179,12 @@ int gs_vreg_lookup(struct gs_fuse *gf, struct gs_vreg *r, uint64_t parent,
 void gs_vreg_forget(struct gs_fuse *gf, struct gs_vreg *r, uint64_t ino, uint64_t nlookup);
 /* The ino a lookup of @name in @parent will give (barring a hash collision). */
 uint64_t gs_vreg_ino_hint(uint64_t parent, const char *name);
+/* Mark @vn as held in the kernel's page cache. */
+void gs_vreg_set_cached(struct gs_vreg *r, struct gs_vnode *vn);
+/* Up to @max inos of cached nodes of object @obj other than @except;
+ * returns how many. */
+unsigned gs_vreg_cached(struct gs_vreg *r, uint64_t obj, uint64_t except, uint64_t *inos,
+			unsigned max);
 
 /* FUSE-level counters appended to .gstore/stats. */
 struct gs_fuse_counters {

@@ -470,6 +470,7 @@ static int nd_open(struct gs_fuse *gf, struct gs_vfile *f)
 		return ret;
 	}
 	f->priv = o;
+	f->page_cache = 1;	/* mmappable (np.memmap of data); see fuse_internal.h */
 	return 0;
 }
 

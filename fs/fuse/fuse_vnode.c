@@ -29,6 +29,7 @@
 
 struct gs_vreg {
 	pthread_mutex_t lock;
+	unsigned ncached;	/* nodes with ->cached: most mounts have none */
 	struct gs_vnode *by_ino[VHASH_SIZE];
 	struct gs_vnode *by_name[VHASH_SIZE];
 };
@@ -50,6 +51,32 @@ static uint64_t hash64_name(uint64_t parent, const char *name)
 static uint32_t hash_name(uint64_t parent, const char *name)
 {
 	return hash_ino(hash64_name(parent, name));
+}
+
+void gs_vreg_set_cached(struct gs_vreg *r, struct gs_vnode *vn)
+{
+	pthread_mutex_lock(&r->lock);
+	if (!vn->cached) {
+		vn->cached = 1;
+		r->ncached++;
+	}
+	pthread_mutex_unlock(&r->lock);
+}
+
+unsigned gs_vreg_cached(struct gs_vreg *r, uint64_t obj, uint64_t except, uint64_t *inos,
+			unsigned max)
+{
+	unsigned n = 0;
+
+	if (!__atomic_load_n(&r->ncached, __ATOMIC_RELAXED))
+		return 0;
+	pthread_mutex_lock(&r->lock);
+	for (uint32_t i = 0; i < VHASH_SIZE && n < max; i++)
+		for (struct gs_vnode *vn = r->by_ino[i]; vn && n < max; vn = vn->ino_next)
+			if (vn->cached && vn->obj == obj && vn->ino != except)
+				inos[n++] = vn->ino;
+	pthread_mutex_unlock(&r->lock);
+	return n;
 }
 
 uint64_t gs_vreg_ino_hint(uint64_t parent, const char *name)
@@ -241,6 +268,8 @@ void gs_vreg_forget(struct gs_fuse *gf, struct gs_vreg *r, uint64_t ino, uint64_
 		return;
 	}
 	remove_locked(r, vn);
+	if (vn->cached)
+		r->ncached--;
 	pthread_mutex_unlock(&r->lock);
 	vnode_free(gf, vn);
 }

@@ -3,7 +3,7 @@
 
     posix_check.py MNT DIR CHECK...
 
-CHECK is one of: handles, mmap_direct, fstat_unlinked, xattr_many.
+CHECK is one of: handles, mmap_direct, fstat_unlinked, xattr_many, nd_mmap.
 Prints what it checked; exits non-zero (with the reason) at the first
 difference.  Used by tests/integration/fs_posix.sh.
 """
@@ -165,6 +165,32 @@ def check_xattr_many(mnt, d):
     if len(os.listxattr(path)) != 101:
         fail(f"after removals: {len(os.listxattr(path))} names, want 101")
     print("ok: 1102 xattrs (one of 64 KiB) on one file, then 1001 removed")
+
+
+def check_nd_mmap(mnt, d):
+    """np.memmap of an N-D space's data file, coherent with writes to its
+    blocks and slices (DIR is unused: the space is made in nd/)."""
+    import numpy as np
+    sp = f"{mnt}/nd/mm"
+    os.mkdir(sp)
+    os.setxattr(sp, "user.gstore.shape", b"64x64")
+    os.setxattr(sp, "user.gstore.dtype", b"float32")
+    data = np.memmap(f"{sp}/data", dtype=np.float32, mode="r+", shape=(64, 64))
+    data[:] = np.arange(64 * 64, dtype=np.float32).reshape(64, 64)
+    data.flush()
+    with open(f"{sp}/slice/2:3,0:64", "rb") as f:
+        row = np.frombuffer(f.read(), dtype=np.float32)
+    if not np.array_equal(row, np.arange(128, 192, dtype=np.float32)):
+        fail("a slice does not see stores through np.memmap of data")
+    with open(f"{sp}/slice/5:6,0:64", "r+b") as f:
+        f.write(np.full(64, -1, dtype=np.float32).tobytes())
+    if not (data[5] == -1).all() or data[6, 0] != 6 * 64:
+        fail("np.memmap of data does not see a write to a slice")
+    del data
+    ro = np.memmap(f"{sp}/data", dtype=np.float32, mode="r", shape=(64, 64))
+    if ro[5, 3] != -1 or ro[63, 63] != 64 * 64 - 1:
+        fail("a second np.memmap of data reads wrong values")
+    print("ok: np.memmap of nd data, coherent with slice reads and writes")
 
 
 def main():

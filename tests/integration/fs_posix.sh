@@ -5,8 +5,8 @@
 # arrays/ and in any directory (kept across a remount, clean in fsck, copied
 # by tar and cp -a); nlink 0 in fstat of open files that lost their name;
 # setgid directories; suid/sgid cleared on write, truncate and fallocate by
-# others; file handles (open_by_handle_at); mmap of O_DIRECT files; many and
-# large xattrs.
+# others; file handles (open_by_handle_at); mmap of O_DIRECT files and of nd
+# data (np.memmap); many and large xattrs.
 # timeout: 180
 . "$(dirname "$0")/../helpers/gsmount.sh"
 gs_need_root "mknod of devices, other uids, open_by_handle_at, drop_caches"
@@ -81,6 +81,11 @@ ok "tar and cp -a of trees with links and special files"
 
 # ---- nlink 0 for open files that lost their name; handles; O_DIRECT mmap ----
 $CHECK "$A" fstat_unlinked handles mmap_direct || fail "posix checks"
+if "$PY" -c 'import numpy' 2>/dev/null; then
+	$CHECK "$A" nd_mmap || fail "np.memmap of nd data"
+else
+	echo "np.memmap of nd data not checked: no numpy"
+fi
 
 # ---- setgid directories ----
 mkdir -m 2777 "$A/sg"
@@ -94,21 +99,25 @@ as_nobody touch "$A/sg/file" || fail "create in a setgid dir"
 ok "setgid directories pass on their group (and setgid, to directories)"
 
 # ---- suid/sgid cleared by a write, truncate or fallocate of another user ----
-killpriv() {	# killpriv MODE WANT CMD...: as nobody on a file of MODE
-	local mode=$1 want=$2
-	shift 2
+killpriv() {	# killpriv MODE GROUP WANT CMD...: as nobody on a file of MODE, GROUP
+	local mode=$1 group=$2 want=$3
+	shift 3
 	rm -f "$A/k"
 	head -c 8192 /dev/zero >"$A/k"
+	chgrp "$group" "$A/k"
 	chmod "$mode" "$A/k"
 	as_nobody "$@" || fail "as nobody: $*"
 	[[ $(stat -c %a "$A/k") == "$want" ]] ||
-		fail "$mode, then $*: mode $(stat -c %a "$A/k"), want $want"
+		fail "$mode (group $group), then $*: mode $(stat -c %a "$A/k"), want $want"
 }
 for cmd in "sh -c 'echo x >>$A/k'" \
 	"dd if=/dev/zero of=$A/k bs=4096 count=1 oflag=direct conv=notrunc status=none" \
-	"truncate -s 100 $A/k" "fallocate -l 1M $A/k"; do
-	eval "killpriv 6777 777 $cmd"
-	eval "killpriv 2767 2767 $cmd"	# setgid without group exec: a lock mark, kept
+	"truncate -s 100 $A/k" "fallocate -l 1M $A/k" "sh -c ': >$A/k'"; do
+	eval "killpriv 6777 0 777 $cmd"
+	eval "killpriv 6777 65534 777 $cmd"	# setgid with group exec: gone for all
+	# setgid without group exec stays for members of the group only
+	eval "killpriv 2766 65534 2766 $cmd"
+	eval "killpriv 2766 0 766 $cmd"
 done
 rm -f "$A/k"
 head -c 10 /dev/zero >"$A/k"
