@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "gstore.h"
@@ -476,6 +477,32 @@ static void test_bad_members(void **state)
 	}
 }
 
+/* The device model holds each completion until the model's time (a lower bound only). */
+static void test_model(void **state)
+{
+	char *b = aligned_alloc(4096, 4096);
+	struct timespec t0, t1;
+	struct gs_q *q;
+	double ms;
+
+	(void)state;
+	create(2, "stripe");
+	q = open_pool("model=100000:1:0");	/* 1 MB/s: 4 KiB takes 4.096 ms */
+	assert_non_null(q);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (int i = 0; i < 10; i++)
+		assert_int_equal(gs_q_pread(q, b, 4096, 2 * MB + (uint64_t)i * 4096), 4096);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
+	assert_true(ms >= 40.0);
+	assert_int_equal(gs_q_fault(q, "model=0:1:0"), -EINVAL);
+	assert_int_equal(gs_q_fault(q, "model=1:2"), -EINVAL);
+	assert_int_equal(gs_q_fault(q, "m1:model=5000:200:100"), 0);
+	assert_int_equal(gs_q_fault(q, "m7:every=1"), -EINVAL);	/* no member 7 */
+	gs_q_close(q);
+	free(b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -484,6 +511,7 @@ int main(void)
 		cmocka_unit_test(test_callbacks),
 		cmocka_unit_test(test_degraded),
 		cmocka_unit_test(test_bad_members),
+		cmocka_unit_test(test_model),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
