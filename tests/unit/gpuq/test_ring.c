@@ -202,8 +202,8 @@ static void test_sq_edges(void **state)
 {
 	size_t bytes = gs_ring_bytes(4, 2, 0);
 	struct gs_ring *r = aligned_alloc(64, bytes);
-	struct gs_sqe e = { 0 }, o;
-	struct gs_cqe c = { 0 }, co;
+	struct gs_sqe e = { 0 }, o = { 0 };
+	struct gs_cqe c = { 0 }, co = { 0 };
 	uint64_t i;
 
 	assert_int_equal(gs_ring_init(r, bytes, 4, 2, 0, 0), 0);
