@@ -322,6 +322,21 @@ static void test_xattr_large(void **state)
 	free(got);
 }
 
+/* What statfs calls available, a file can take (xfstests generic/103 fills
+ * a fs to 512 KiB short of it with one fallocate). */
+static void test_statfs_avail(void **state)
+{
+	struct gs_fs_statfs sf;
+	struct gs_stat st;
+
+	assert_int_equal(gs_fs_create(fs, arrays, "fill", GS_T_ARRAY, 0644, 0, 0, &st), 0);
+	assert_int_equal(gs_fs_statfs(fs, &sf), 0);
+	assert_true(sf.bavail < sf.bfree);
+	assert_int_equal(gs_fs_fallocate(fs, st.ino, 0, 0, sf.bavail * sf.block_size - (512 << 10)),
+			 0);
+	assert_int_equal(gs_fs_unlink(fs, arrays, "fill"), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -331,6 +346,7 @@ int main(void)
 		cmocka_unit_test(test_setgid),
 		cmocka_unit_test(test_open_dir),
 		cmocka_unit_test(test_xattr_large),
+		cmocka_unit_test(test_statfs_avail),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
