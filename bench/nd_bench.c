@@ -416,7 +416,7 @@ int main(int argc, char **argv)
 		/* the block shape gstore will pick on this device, for HDF5's chunk */
 		if (gs_fs_mkfs(img, &mo) || gs_fs_mount(&tfs, &to))
 			die("probe image", 0);
-		gs_q_geometry(gs_fs_queue(tfs), &g);
+		gs_fs_geometry(tfs, &g);
 		gs_nd_block_shape(&p, &g, bb);
 		gs_fs_unmount(tfs);
 		band_rows = bb[0];

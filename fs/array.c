@@ -25,6 +25,7 @@
 #include <inttypes.h>
 #include <linux/falloc.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "fs_internal.h"
 
@@ -918,6 +919,42 @@ ssize_t gs_fs_pread(struct gs_fs *fs, uint64_t ino, void *buf, size_t len, uint6
 	__atomic_add_fetch(&fs->n_reads, 1, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&fs->n_read_bytes, done, __ATOMIC_RELAXED);
 	return (ssize_t)done;
+}
+
+int64_t gs_fs_lseek(struct gs_fs *fs, uint64_t ino, uint64_t off, int whence)
+{
+	struct gs_inode *ip;
+	uint64_t lb = off >> fs->bshift, pos;
+	int64_t ret;
+
+	if (whence != SEEK_DATA && whence != SEEK_HOLE)
+		return -EINVAL;
+	ret = data_get(fs, ino, &ip);
+	if (ret < 0)
+		return ret;
+	pthread_rwlock_rdlock(&ip->rw);
+	for (;;) {
+		bool inside = false;
+		const struct gs_ext *e = xmap_lookup(&ip->map, lb, &inside);
+		bool data = e && inside && !(e->flags & GS_EXT_UNWRITTEN);
+
+		if (data == (whence == SEEK_DATA) || (!e && whence == SEEK_HOLE)) {
+			pos = lb << fs->bshift > off ? lb << fs->bshift : off;
+			break;
+		}
+		if (!e) {
+			pos = UINT64_MAX;	/* SEEK_DATA: none */
+			break;
+		}
+		lb = inside ? ext_end(e) : e->lblk;
+	}
+	if (off >= ip->m.size || (whence == SEEK_DATA && pos >= ip->m.size))
+		ret = -ENXIO;
+	else
+		ret = (int64_t)(pos < ip->m.size ? pos : ip->m.size);
+	pthread_rwlock_unlock(&ip->rw);
+	data_put(fs, ip);
+	return ret;
 }
 
 ssize_t gs_fs_read(struct gs_fs *fs, uint64_t ino, void *buf, size_t len, uint64_t off)

@@ -147,6 +147,11 @@ enum {
 ssize_t gs_fs_pread(struct gs_fs *fs, uint64_t ino, void *buf, size_t len, uint64_t off,
 		    unsigned flags);
 ssize_t gs_fs_write(struct gs_fs *fs, uint64_t ino, const void *buf, size_t len, uint64_t off);
+/* lseek(2)'s SEEK_DATA / SEEK_HOLE: the first offset >= @off that holds data
+ * (holes and unwritten blocks do not: they read zeros), or the first that
+ * does not (the size counts as a hole); -ENXIO at or past the size, or for
+ * SEEK_DATA when no data follows; -EINVAL for another @whence. */
+int64_t gs_fs_lseek(struct gs_fs *fs, uint64_t ino, uint64_t off, int whence);
 /* mode: 0, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE|KEEP_SIZE; else -EOPNOTSUPP */
 int gs_fs_fallocate(struct gs_fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t len);
 /* Durable once this returns 0: data (and metadata unless @datasync). */

@@ -13,7 +13,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "gstore_cache.h"
 #include "gstore_fs.h"
 #include "gstore_q.h"
 #include "nd_internal.h"
@@ -80,7 +79,6 @@ int nd_space_open(struct nd_store *st, size_t cache_bytes, struct gs_nd **ndp)
 	/* blocks stay where and how they were laid out, whatever the mount says now */
 	st->stride = x.stride;
 	st->slot_bytes = x.slot_bytes;
-	st->dev_align = x.dev_align;
 	nd->st = st;
 	ret = nd_cache_init(nd, cache_bytes ? cache_bytes : ND_CACHE_BYTES);
 	if (ret)
@@ -119,7 +117,7 @@ int gs_nd_format(struct gs_fs *fs, uint64_t ino, const struct gs_nd_params *in)
 		return ret;
 	if (ret >= 4 && d.magic)
 		return -EEXIST;
-	ret = gs_q_geometry(gs_fs_queue(fs), &g);
+	ret = gs_fs_geometry(fs, &g);
 	if (ret)
 		return ret;
 	ret = gs_nd_block_shape(&p, &g, p.bb);
@@ -194,12 +192,11 @@ int gs_nd_stat(struct gs_fs *fs, uint64_t ino, struct gs_nd_params *p)
 /* A space's block cache gets the mount's cache budget (-o cache=), at least ND_MIN_CACHE. */
 static size_t nd_cache_budget(struct gs_fs *fs)
 {
-	struct gs_cache *c = gs_fs_cache(fs);
-	struct gs_cache_stats cs;
-	uint64_t b;
+	struct gs_fs_statfs sf;
+	uint64_t b = 0;
 
-	gs_cache_get_stats(c, &cs);
-	b = (uint64_t)cs.lines * gs_cache_line_size(c);
+	if (!gs_fs_statfs(fs, &sf))
+		b = sf.cache_bytes;
 	return b < ND_MIN_CACHE ? ND_MIN_CACHE : (size_t)b;
 }
 

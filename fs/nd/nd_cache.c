@@ -383,7 +383,7 @@ static int wb_batch(struct gs_nd *nd, struct nd_ent **v, const uint64_t *gen, un
 	struct nd_cache *c = &nd->c;
 	struct nd_wb wb = { 0 };
 	struct nd_bio **bios;
-	uint64_t first, *fbid, *fslot;
+	uint64_t first = 0, *fbid, *fslot;
 	bool *fresh;
 	unsigned nb = 0, nfresh = 0;
 	int ret = 0;
@@ -413,11 +413,8 @@ static int wb_batch(struct gs_nd *nd, struct nd_ent **v, const uint64_t *gen, un
 		}
 	}
 	/* blocks written the first time: their slots in one allocation */
-	if (nfresh) {
-		ret = nd_slots_new(nd, nfresh, &first);
-		if (ret)
-			goto unmark;
-	}
+	if (nfresh)
+		first = nd_slots_new(nd, nfresh);
 	nfresh = 0;
 	for (unsigned i = 0; i < n; i++) {
 		struct nd_ent *e = v[i];

@@ -8,8 +8,8 @@
  * index points at.  So: the superblock decodes and names an internal object
  * as its data; every node lies inside the index area and is pointed at once,
  * no two nodes overlap; every leaf entry is a slot below nslots, pointed at
- * by one block only, whose bytes lie inside one mapped extent of the data
- * object, on fs blocks the allocator counts as used.  Findings are reported,
+ * by one block only, whose bytes are written data of the data object (no
+ * hole, no unwritten block).  Findings are reported,
  * not repaired (like double ownership in the fs pass): the index is the only
  * record of which block is where, and guessing would hide the damage.
  */
@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gstore_fs.h"
 #include "nd_internal.h"
@@ -32,7 +33,6 @@ struct nck {
 	struct nd_layout L;
 	struct nd_sbx x;
 	const struct nd_fsck_env *env;
-	uint32_t bsize;
 	uint64_t *slot_seen;		/* bitmap over nslots */
 	struct { uint64_t off, len; } *nodes;
 	uint64_t nnodes, capnodes;
@@ -59,16 +59,12 @@ static void report(struct nck *k, const char *fmt, ...)
 	k->env->problem(k->env->arg, msg);
 }
 
-static bool used(const struct nck *k, uint64_t blk)
-{
-	return blk < k->env->nblocks && (k->env->used[blk >> 6] >> (blk & 63) & 1);
-}
-
-/* Leaf entry -> slot: in range, once, on owned device blocks of one extent. */
+/* Leaf entry -> slot: in range, once, all of its bytes written data of the
+ * data object (whose blocks the fs pass has checked are its own). */
 static int check_slot(struct nck *k, const uint64_t *bc, uint64_t v)
 {
-	uint64_t slot = v - 1, dev, len, skip, b0, b1;
-	int ret;
+	uint64_t slot = v - 1;
+	int64_t hole;
 
 	if (v > k->x.nslots) {
 		report(k, "block %" PRIu64 " points at slot %" PRIu64 ", beyond the %" PRIu64
@@ -82,27 +78,12 @@ static int check_slot(struct nck *k, const uint64_t *bc, uint64_t v)
 	}
 	k->slot_seen[slot >> 6] |= 1ULL << (slot & 63);
 	k->slots++;
-	ret = gs_fs_bmap(k->fs, k->x.data_ino, slot * k->x.slot_bytes, &dev, &len);
-	if (ret == -ENODATA) {
+	hole = gs_fs_lseek(k->fs, k->x.data_ino, slot * k->x.slot_bytes, SEEK_HOLE);
+	if (hole == -ENXIO || (hole >= 0 && (uint64_t)hole < slot * k->x.slot_bytes + k->x.stride)) {
 		report(k, "slot %" PRIu64 " is referenced but not allocated", slot);
 		return 0;
 	}
-	if (ret)
-		return ret;
-	skip = k->x.dev_align ? (k->x.dev_align - dev % k->x.dev_align) % k->x.dev_align : 0;
-	if (len < skip + k->x.stride) {
-		report(k, "slot %" PRIu64 " is not one contiguous extent", slot);
-		return 0;
-	}
-	b0 = (dev + skip) / k->bsize;
-	b1 = (dev + skip + k->x.stride - 1) / k->bsize;
-	for (uint64_t b = b0; b <= b1; b++)
-		if (!used(k, b)) {
-			report(k, "slot %" PRIu64 " lies on block %" PRIu64 ", which is free", slot,
-			       b);
-			break;
-		}
-	return 0;
+	return hole < 0 ? (int)hole : 0;
 }
 
 static int node_add(struct nck *k, uint64_t off, uint64_t len)
@@ -171,7 +152,6 @@ static int cmp_node(const void *a, const void *b)
 int nd_fsck_space(struct gs_fs *fs, uint64_t ino, const struct nd_fsck_env *env)
 {
 	struct nck k = { .fs = fs, .ino = ino, .env = env };
-	struct gs_fs_statfs sf;
 	struct gs_nd_params p;
 	uint64_t bc[ND_MAXD] = { 0 }, maxslots;
 	struct gs_stat dst;
@@ -180,16 +160,16 @@ int nd_fsck_space(struct gs_fs *fs, uint64_t ino, const struct nd_fsck_env *env)
 	ret = nd_fs_super(fs, ino, &p, &k.x);
 	if (ret == -ENODATA)
 		return 0;	/* made, not formatted yet */
+	if (ret == -EOPNOTSUPP) {
+		report(&k, "slots padded for device alignment (made before leases): unsupported");
+		return 1;
+	}
 	if (ret == -EIO || (!ret && nd_layout_init(&k.L, &p))) {
 		report(&k, "superblock is corrupt");
 		return 1;
 	}
 	if (ret)
 		return ret;
-	ret = gs_fs_statfs(fs, &sf);
-	if (ret)
-		return ret;
-	k.bsize = sf.block_size;
 	if (k.x.data_ino >= env->ninodes || env->itype[k.x.data_ino] != GS_T_INTERNAL ||
 	    gs_fs_getattr(fs, k.x.data_ino, &dst)) {
 		report(&k, "data object %" PRIu64 " is not an internal object", k.x.data_ino);

@@ -9,8 +9,8 @@
  *                block iteration, strided copies, the executor
  *   nd_cache.c   per-space block cache (pin, batch miss, write-back)
  *   nd_index.c   the N-level index and the superblock
- *   nd_store.c   where blocks live: a gstore fs (gs_q on contiguous extents)
- *                or plain files (tests, tools)
+ *   nd_store.c   where blocks live: a gstore fs (direct leases on an internal
+ *                object) or plain files (tests, tools)
  *   nd_fsck.c    fsck's pass over a space's index
  *   nd.c         the public API (gstore_nd.h)
  *
@@ -162,10 +162,9 @@ struct nd_bio {
 struct nd_store_ops {
 	ssize_t (*meta_read)(struct nd_store *s, void *buf, size_t len, uint64_t off);
 	ssize_t (*meta_write)(struct nd_store *s, const void *buf, size_t len, uint64_t off);
-	/* Back new slots [first, first + n), each with one contiguous extent. */
-	int (*slot_alloc)(struct nd_store *s, uint64_t first, uint64_t n);
-	/* Start all @n transfers; each completes through its done().  Returns 0 or
-	 * -errno with nothing started. */
+	/* All @n transfers (one op); each completes through its done(), maybe
+	 * before submit returns (the fs store returns after all of them; writes
+	 * back the slots they fill).  Returns 0 or -errno with nothing started. */
 	int (*submit)(struct nd_store *s, struct nd_bio **b, unsigned n);
 	/* Make written slots, their extents and the metadata durable (the index
 	 * write-back calls it before writing entries that point at new slots). */
@@ -178,8 +177,7 @@ struct nd_store_ops {
 struct nd_store {
 	const struct nd_store_ops *ops;
 	uint64_t stride;		/* bytes per block on the device (block_bytes rounded up) */
-	uint64_t slot_bytes;		/* bytes per slot in the data object (stride + padding) */
-	uint32_t dev_align;		/* a block starts on this device boundary (0: anywhere) */
+	uint64_t slot_bytes;		/* bytes per slot in the data object (== stride) */
 	uint32_t align;			/* buffer alignment for O_DIRECT */
 	uint32_t gran;			/* strides are multiples of this */
 };
@@ -277,8 +275,8 @@ int nd_index_lookup(struct gs_nd *nd, uint64_t bid, uint64_t *slot1);
 /* Record slot[k] for block bid[k], k < @n, blocks written the first time
  * (their data complete): nodes, superblock, store commit, then the entries. */
 int nd_index_record(struct gs_nd *nd, const uint64_t *bid, const uint64_t *slot, unsigned n);
-/* @n new consecutive slots from *first, backed by extents. */
-int nd_slots_new(struct gs_nd *nd, uint64_t n, uint64_t *first);
+/* @n new consecutive slots; returns the first (backed when first written). */
+uint64_t nd_slots_new(struct gs_nd *nd, uint64_t n);
 
 /* nd_fsck.c: what fsck knows of the fs, and where findings go. */
 struct nd_fsck_env {

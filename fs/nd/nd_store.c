@@ -3,42 +3,34 @@
  * N-D spaces: where blocks and the index live.
  *
  * fs store: the index in the GS_T_ND object's own data (gs_fs_read/write,
- * through the fs cache: small, hot), building blocks in one internal object
- * whose slots are each one contiguous device extent (gs_fs_alloc_extent).
- * Block I/O goes straight to gs_q on the extent: one request per block (or
- * max_io pieces of it), all of a batch in one gs_q_submit.  nd never reads
- * blocks through gs_cache, so the fs cache holds no copies of them.
+ * through the fs cache: small, hot), building blocks in one internal object,
+ * slot k at bytes [k * slot_bytes, k * slot_bytes + stride).  Block I/O goes
+ * around the fs cache under a direct lease (gstore_fs.h): one lease per
+ * batch over its slots' span, one object I/O per block, all of a batch in
+ * one gs_fs_lease_submit; a write lease allocates the new slots (one
+ * contiguous run for a batch's new slots where the device has one) and its
+ * end makes them part of the object.  nd never sees a device address, and
+ * the lease keeps the fs cache coherent.
  *
  * file store: plain files (unit tests, tools); synchronous pread/pwrite,
  * completions run inside submit.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "gstore_cache.h"
 #include "gstore_fs.h"
 #include "gstore_q.h"
 #include "nd_internal.h"
 
 void nd_store_set_stride(struct nd_store *s, uint64_t block_bytes)
 {
-	uint64_t g = s->gran;
-
-	if (s->dev_align > g)
-		g = s->dev_align;
-	s->stride = (block_bytes + g - 1) / g * g;
-	/* slots come from line-aligned runs (GS_ALLOC_LINE_ALIGNED): no padding;
-	 * spaces formatted with padded slots keep theirs from the superblock */
+	s->stride = (block_bytes + s->gran - 1) / s->gran * s->gran;
 	s->slot_bytes = s->stride;
-}
-
-static uint64_t align_up(uint64_t v, uint32_t a)
-{
-	return a ? (v + a - 1) / a * a : v;
 }
 
 /* ---- plain files ---- */
@@ -62,11 +54,6 @@ static ssize_t f_meta_write(struct nd_store *s, const void *buf, size_t len, uin
 	ssize_t r = pwrite(f->mfd, buf, len, off);
 
 	return r < 0 ? -errno : r;
-}
-
-static int f_slot_alloc(struct nd_store *s, uint64_t first, uint64_t n)
-{
-	return 0;	/* files grow on write */
 }
 
 static int f_submit(struct nd_store *s, struct nd_bio **b, unsigned n)
@@ -122,7 +109,6 @@ static void f_close(struct nd_store *s)
 static const struct nd_store_ops file_ops = {
 	.meta_read = f_meta_read,
 	.meta_write = f_meta_write,
-	.slot_alloc = f_slot_alloc,
 	.submit = f_submit,
 	.sync = f_sync,
 	.usage = f_usage,
@@ -138,7 +124,6 @@ int nd_store_file(struct nd_store **sp, int meta_fd, int data_fd, uint32_t align
 	f->s.ops = &file_ops;
 	f->s.align = align ? align : 64;
 	f->s.gran = 4096;
-	f->s.dev_align = 0;
 	f->mfd = meta_fd;
 	f->dfd = data_fd;
 	*sp = &f->s;
@@ -150,21 +135,20 @@ int nd_store_file(struct nd_store **sp, int meta_fd, int data_fd, uint32_t align
 struct fsstore {
 	struct nd_store s;
 	struct gs_fs *fs;
-	struct gs_q *q;
-	struct gs_cache *cache;
 	uint64_t ino, data_ino;
-	uint32_t max_io;
-	pthread_mutex_t mu;
-	uint64_t *dev;		/* slot -> device offset + 1 (0: not looked up yet) */
-	uint64_t ndev;
 };
 
-/* One block transfer in max_io pieces. */
+/* A batch of block transfers under one lease; submit waits for all of it. */
+struct fs_batch {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	unsigned left;
+};
+
 struct fs_bio {
+	struct gs_obj_io io;
 	struct nd_bio *b;
-	int pending;
-	int err;
-	struct gs_q_io io[];
+	struct fs_batch *batch;
 };
 
 static ssize_t g_meta_read(struct nd_store *s, void *buf, size_t len, uint64_t off)
@@ -181,184 +165,102 @@ static ssize_t g_meta_write(struct nd_store *s, const void *buf, size_t len, uin
 	return gs_fs_write(g->fs, g->ino, buf, len, off);
 }
 
-static int dev_remember(struct fsstore *g, uint64_t slot, uint64_t dev)
+/* Completion of one block, on an I/O thread. */
+static void g_io_done(struct gs_obj_io *io, int64_t res)
 {
-	if (slot >= g->ndev) {
-		uint64_t n = g->ndev ? g->ndev : 64;
-		uint64_t *p;
+	struct fs_bio *fb = (struct fs_bio *)((char *)io - offsetof(struct fs_bio, io));
+	struct fs_batch *bt = fb->batch;
 
-		while (n <= slot)
-			n *= 2;
-		p = realloc(g->dev, n * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		memset(p + g->ndev, 0, (n - g->ndev) * sizeof(*p));
-		g->dev = p;
-		g->ndev = n;
-	}
-	g->dev[slot] = dev + 1;
-	return 0;
+	fb->b->done(fb->b, res < 0 ? (int)res : res == io->len ? 0 : -EIO);
+	pthread_mutex_lock(&bt->mu);
+	if (!--bt->left)
+		pthread_cond_signal(&bt->cv);
+	pthread_mutex_unlock(&bt->mu);
 }
-
-static int dev_of(struct fsstore *g, uint64_t slot, uint64_t *dev);
 
 /*
- * One run for all @n slots (one journal operation, one cache flush), halved
- * on -ENOSPC until single slots; the fs drops any cache line of a previous
- * owner over a run.
+ * All @n transfers (one op) under one lease over the span of their slots:
+ * a write lease allocates the slots not backed yet (new slots are at the
+ * end: one contiguous run), the lease's end makes them part of the data
+ * object.  The blocks' I/O runs in parallel; submit returns after the end,
+ * so every transfer is complete (and, for writes, settled in the running
+ * transaction) when the batch owner sees its completions.
  */
-static int g_slot_alloc(struct nd_store *s, uint64_t first, uint64_t n)
-{
-	struct fsstore *g = (struct fsstore *)s;
-	unsigned flags = GS_ALLOC_CONTIG;
-	uint64_t dev;
-	int ret;
-
-	/*
-	 * Slots of whole lines (spaces made since line-aligned runs): each run starts
-	 * on a line and every slot in it does too.  That needs the line the space was
-	 * made with (a mount with another -o line cannot add blocks to it).  Older
-	 * spaces keep their padding and plain runs.
-	 */
-	if (s->dev_align && s->slot_bytes % s->dev_align == 0) {
-		if (s->dev_align != gs_cache_line_size(g->cache))
-			return -EINVAL;
-		flags |= GS_ALLOC_LINE_ALIGNED;
-	}
-	ret = gs_fs_alloc_extent(g->fs, g->data_ino, first * s->slot_bytes, n * s->slot_bytes,
-				 flags, &dev);
-	if ((ret == -ENOSPC || ret == -EFBIG || ret == -EEXIST) && n > 1) {
-		ret = g_slot_alloc(s, first, n / 2);
-		return ret ? ret : g_slot_alloc(s, first + n / 2, n - n / 2);
-	}
-	if (ret == -EEXIST)	/* mapped by an earlier attempt that failed later */
-		return dev_of(g, first, &dev);
-	if (ret)
-		return ret;
-	pthread_mutex_lock(&g->mu);
-	for (uint64_t i = 0; i < n && !ret; i++)
-		ret = dev_remember(g, first + i, align_up(dev + i * s->slot_bytes, s->dev_align));
-	pthread_mutex_unlock(&g->mu);
-	return ret;
-}
-
-static int dev_of(struct fsstore *g, uint64_t slot, uint64_t *dev)
-{
-	uint64_t len;
-	int ret;
-
-	pthread_mutex_lock(&g->mu);
-	if (slot < g->ndev && g->dev[slot]) {
-		*dev = g->dev[slot] - 1;
-		pthread_mutex_unlock(&g->mu);
-		return 0;
-	}
-	pthread_mutex_unlock(&g->mu);
-	ret = gs_fs_bmap(g->fs, g->data_ino, slot * g->s.slot_bytes, dev, &len);
-	if (ret)
-		return ret == -ENODATA ? -EIO : ret;
-	if (len < g->s.slot_bytes)
-		return -EIO;	/* every slot was allocated as one run */
-	*dev = align_up(*dev, g->s.dev_align);
-	pthread_mutex_lock(&g->mu);
-	ret = dev_remember(g, slot, *dev);
-	pthread_mutex_unlock(&g->mu);
-	return ret;
-}
-
-static void g_io_done(struct gs_q_io *io, int64_t res)
-{
-	struct fs_bio *fb = io->priv;
-	int left, err;
-
-	if (res < 0)
-		__atomic_store_n(&fb->err, (int)res, __ATOMIC_RELAXED);
-	else if ((uint64_t)res != io->len)
-		__atomic_store_n(&fb->err, -EIO, __ATOMIC_RELAXED);
-	/* the last piece to finish completes the block (acq_rel: sees every piece's err) */
-	left = __atomic_sub_fetch(&fb->pending, 1, __ATOMIC_ACQ_REL);
-	if (left)
-		return;
-	err = __atomic_load_n(&fb->err, __ATOMIC_RELAXED);
-	fb->b->done(fb->b, err);
-	free(fb);
-}
-
-#define SUBMIT_CHUNK 256
-
 static int g_submit(struct nd_store *s, struct nd_bio **b, unsigned n)
 {
 	struct fsstore *g = (struct fsstore *)s;
-	unsigned pieces = (s->stride + g->max_io - 1) / g->max_io, nio = 0, done = 0;
-	struct gs_q_io **ios;
-	int ret = 0;
+	struct fs_batch bt = { .left = n };
+	uint64_t lo = UINT64_MAX, hi = 0;
+	struct gs_obj_io **iov;
+	struct fs_bio *fb;
+	struct gs_lease *l;
+	unsigned flags;
+	int ret, r;
 
-	ios = malloc((size_t)n * pieces * sizeof(*ios));
-	if (!ios)
-		return -ENOMEM;
+	if (!n)
+		return 0;
+	flags = b[0]->op == GS_ND_OP_READ ? GS_LEASE_READ : GS_LEASE_ALLOC;
 	for (unsigned i = 0; i < n; i++) {
-		struct fs_bio *fb;
-		uint64_t dev;
-
-		ret = dev_of(g, b[i]->slot, &dev);
-		if (ret)
-			goto unwind;
-		fb = calloc(1, sizeof(*fb) + pieces * sizeof(fb->io[0]));
-		if (!fb) {
-			ret = -ENOMEM;
-			goto unwind;
-		}
-		fb->b = b[i];
-		fb->pending = pieces;
-		for (unsigned p = 0; p < pieces; p++) {
-			uint64_t o = (uint64_t)p * g->max_io;
-			struct gs_q_io *io = &fb->io[p];
-
-			io->op = b[i]->op == GS_ND_OP_READ ? GS_OP_READ : GS_OP_WRITE;
-			io->len = s->stride - o < g->max_io ? s->stride - o : g->max_io;
-			io->off = dev + o;
-			io->buf = (char *)b[i]->buf + o;
-			io->done = g_io_done;
-			io->priv = fb;
-			ios[nio++] = io;
-		}
+		if ((b[i]->op == GS_ND_OP_READ) != (flags == GS_LEASE_READ))
+			return -EINVAL;
+		if (b[i]->slot < lo)
+			lo = b[i]->slot;
+		if (b[i]->slot > hi)
+			hi = b[i]->slot;
 	}
-	/* all of them now; the ring takes them in chunks */
-	while (done < nio) {
-		unsigned k = nio - done < SUBMIT_CHUNK ? nio - done : SUBMIT_CHUNK;
-
-		ret = gs_q_submit(g->q, ios + done, k);
-		if (ret < 0)
-			break;
-		done += k;
+	fb = calloc(n, sizeof(*fb));
+	iov = malloc(n * sizeof(*iov));
+	if (!fb || !iov) {
+		ret = -ENOMEM;
+		goto free;
 	}
-	if (done < nio) {
-		/* fail what was not queued, piece by piece, through the normal path */
-		for (unsigned i = done; i < nio; i++)
-			g_io_done(ios[i], ret);
+	ret = gs_fs_lease_begin(g->fs, g->data_ino, lo * s->slot_bytes,
+				(hi - lo) * s->slot_bytes + s->stride, flags, &l);
+	if (ret)
+		goto free;
+	pthread_mutex_init(&bt.mu, NULL);
+	pthread_cond_init(&bt.cv, NULL);
+	for (unsigned i = 0; i < n; i++) {
+		fb[i].b = b[i];
+		fb[i].batch = &bt;
+		fb[i].io = (struct gs_obj_io){
+			.op = b[i]->op == GS_ND_OP_READ ? GS_OP_READ : GS_OP_WRITE,
+			.len = (uint32_t)s->stride, .off = b[i]->slot * s->slot_bytes,
+			.buf = b[i]->buf, .done = g_io_done,
+		};
+		iov[i] = &fb[i].io;
 	}
-	free(ios);
-	return 0;
-unwind:
-	/* nothing submitted yet: free the pieces built so far */
-	for (unsigned i = 0; i < nio; i += pieces)
-		free(ios[i]->priv);
-	free(ios);
+	ret = gs_fs_lease_submit(l, iov, n);
+	if (ret >= 0) {
+		ret = 0;
+		pthread_mutex_lock(&bt.mu);
+		while (bt.left)
+			pthread_cond_wait(&bt.cv, &bt.mu);
+		pthread_mutex_unlock(&bt.mu);
+	}
+	/* an error here (settling the new slots) fails a batch whose
+	 * completions already reported success: say so */
+	r = gs_fs_lease_end(l);
+	if (ret == 0 && r < 0)
+		ret = r;
+	pthread_mutex_destroy(&bt.mu);
+	pthread_cond_destroy(&bt.cv);
+free:
+	free(fb);
+	free(iov);
 	return ret;
 }
 
 /*
- * Blocks written so far reach the media (flush), then the journal commits
- * the slots' extents and the metadata object: gs_fs_fsync commits the
- * whole running transaction, for every object, and flushes again after the
- * commit block.
+ * gs_fs_fsync commits the whole running transaction (the slots' extents and
+ * the metadata object's changes) after a device flush that covers the
+ * blocks written under leases.
  */
 static int g_sync(struct nd_store *s)
 {
 	struct fsstore *g = (struct fsstore *)s;
-	int ret = gs_q_flush(g->q);
 
-	return ret ? ret : gs_fs_fsync(g->fs, g->data_ino, 0);
+	return gs_fs_fsync(g->fs, g->data_ino, 0);
 }
 
 static void g_usage(struct nd_store *s, uint64_t *bytes)
@@ -373,17 +275,12 @@ static void g_usage(struct nd_store *s, uint64_t *bytes)
 
 static void g_close(struct nd_store *s)
 {
-	struct fsstore *g = (struct fsstore *)s;
-
-	pthread_mutex_destroy(&g->mu);
-	free(g->dev);
-	free(g);
+	free(s);
 }
 
 static const struct nd_store_ops fs_ops = {
 	.meta_read = g_meta_read,
 	.meta_write = g_meta_write,
-	.slot_alloc = g_slot_alloc,
 	.submit = g_submit,
 	.sync = g_sync,
 	.usage = g_usage,
@@ -398,29 +295,21 @@ int nd_store_fs(struct nd_store **sp, struct gs_fs *fs, uint64_t ino, uint64_t d
 	int ret;
 
 	ret = gs_fs_statfs(fs, &sf);
+	if (!ret)
+		ret = gs_fs_geometry(fs, &geom);
 	if (ret)
 		return ret;
 	g = calloc(1, sizeof(*g));
 	if (!g)
 		return -ENOMEM;
 	g->fs = fs;
-	g->q = gs_fs_queue(fs);
-	g->cache = gs_fs_cache(fs);
-	ret = gs_q_geometry(g->q, &geom);
-	if (ret) {
-		free(g);
-		return ret;
-	}
 	g->ino = ino;
 	g->data_ino = data_ino;
-	g->max_io = geom.max_io >= sf.block_size ? geom.max_io / sf.block_size * sf.block_size
-						  : sf.block_size;
 	g->s.ops = &fs_ops;
-	g->s.align = geom.lba_size > 64 ? geom.lba_size : 4096;
+	/* lease I/O is direct: buffers aligned to the device block, at least 4 KiB */
+	g->s.align = geom.lba_size > 4096 ? geom.lba_size : 4096;
+	/* whole fs blocks: new slots are written whole, unwritten blocks convert whole */
 	g->s.gran = sf.block_size;
-	/* blocks must not share a cache line with anything cached (gstore_fs.h REQUEST 5) */
-	g->s.dev_align = gs_cache_line_size(g->cache);
-	pthread_mutex_init(&g->mu, NULL);
 	*sp = &g->s;
 	return 0;
 }
