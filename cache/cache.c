@@ -455,9 +455,9 @@ int gs_cache_get(struct gs_cache *c, uint64_t off, unsigned int flags, struct gs
 }
 
 /* Set the dirty bits of blocks [first, last] of @l, then the line's flag. */
-static void mark_dirty(struct gs_line *l, uint32_t first, uint32_t last)
+static void mark_dirty(struct gs_cache *c, struct gs_line *l, uint32_t first, uint32_t last)
 {
-	uint64_t ds = __atomic_load_n(&l->ds, __ATOMIC_RELAXED);
+	uint64_t ds = __atomic_load_n(&l->ds, __ATOMIC_RELAXED), *dm = line_dmask(c, l);
 	uint32_t old;
 
 	for (uint32_t w = first / 64; w <= last / 64; w++) {
@@ -467,8 +467,8 @@ static void mark_dirty(struct gs_line *l, uint32_t first, uint32_t last)
 
 		/* release: the caller's bytes before the bits that make a
 		 * write-back take them */
-		if ((__atomic_load_n(&l->dmask[w], __ATOMIC_RELAXED) & bits) != bits)
-			__atomic_fetch_or(&l->dmask[w], bits, __ATOMIC_RELEASE);
+		if ((__atomic_load_n(&dm[w], __ATOMIC_RELAXED) & bits) != bits)
+			__atomic_fetch_or(&dm[w], bits, __ATOMIC_RELEASE);
 		else
 			__atomic_thread_fence(__ATOMIC_RELEASE);
 	}
@@ -487,7 +487,7 @@ static void mark_dirty(struct gs_line *l, uint32_t first, uint32_t last)
 
 void gs_cache_dirty(struct gs_cache *c, struct gs_line *l)
 {
-	mark_dirty(l, 0, c->units - 1);
+	mark_dirty(c, l, 0, c->units - 1);
 }
 
 void gs_cache_dirty_range(struct gs_cache *c, struct gs_line *l, uint32_t off, uint32_t len)
@@ -496,7 +496,7 @@ void gs_cache_dirty_range(struct gs_cache *c, struct gs_line *l, uint32_t off, u
 		return;
 	if (len > c->line_size - off)
 		len = c->line_size - off;
-	mark_dirty(l, off >> c->unit_shift, (off + len - 1) >> c->unit_shift);
+	mark_dirty(c, l, off >> c->unit_shift, (off + len - 1) >> c->unit_shift);
 }
 
 void gs_cache_put(struct gs_cache *c, struct gs_line *l)
@@ -567,6 +567,7 @@ static void free_cache(struct gs_cache *c, uint32_t nlocks)
 	pthread_mutex_destroy(&c->err_lock);
 	free(c->locks);
 	free(c->buckets);
+	free(c->dmask);
 	free(c->lines);
 	free(c);
 }
@@ -638,9 +639,10 @@ int cache_create_ops(struct gs_cache **cp, const struct cache_io_ops *ops, void 
 	else
 		c->lines = NULL;
 	c->buckets = calloc(nb, sizeof(*c->buckets));
+	c->dmask = calloc(nlines, sizeof(*c->dmask));
 	if (posix_memalign((void **)&c->locks, 64, nlocks * sizeof(*c->locks)))
 		c->locks = NULL;
-	if (!c->lines || !c->buckets || !c->locks) {
+	if (!c->lines || !c->buckets || !c->locks || !c->dmask) {
 		nlocks = 0;
 		goto free_cache;
 	}

@@ -26,7 +26,9 @@
  *   gs_cache_dirty() bumps, so "clear DIRTY only if nobody re-dirtied the
  *   line while it was being written" is one CAS.
  *
- * - dmask says which blocks (units of c->unit bytes) of the line are dirty.
+ * - dmask (c->dmask[line index], apart from the lines so that a lookup's
+ *   footprint stays 128 bytes a line) says which blocks (units of
+ *   c->unit_shift) of the line are dirty.
  *   A writer sets its bits after copying its bytes and before it bumps ds; a
  *   write-back takes the bits with an exchange once it owns DS_WB and writes
  *   only those blocks, so bits set after the exchange stay for the next
@@ -103,7 +105,6 @@ struct gs_line {
 	uint32_t ref __attribute__((aligned(64)));	/* pins | REF_EVICT (atomic) */
 	uint32_t wbseq;		/* futex word: bumped whenever a write-back ends */
 	uint64_t ds;		/* DS_* | generation << 32 (atomic) */
-	uint64_t dmask[MASK_WORDS];	/* dirty blocks (atomic) */
 	struct gs_q_io io;	/* read-ahead request */
 } __attribute__((aligned(64)));
 
@@ -146,6 +147,7 @@ struct gs_cache {
 	size_t mem_len;
 	void *mem;
 	struct gs_line *lines;
+	uint64_t (*dmask)[MASK_WORDS];	/* per line: dirty blocks (atomic) */
 	struct gs_line **buckets;
 	struct cache_lock *locks;
 
@@ -164,6 +166,11 @@ struct gs_cache {
 /* cache.c */
 struct cache_shard *cache_shard(struct gs_cache *c);
 #define CACHE_STAT(c, f)	__atomic_fetch_add(&cache_shard(c)->f, 1, __ATOMIC_RELAXED)
+
+static inline uint64_t *line_dmask(struct gs_cache *c, const struct gs_line *l)
+{
+	return c->dmask[l - c->lines];
+}
 
 static inline uint64_t line_off(const struct gs_cache *c, uint64_t n)
 {

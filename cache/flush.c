@@ -81,19 +81,23 @@ static void wb_end(struct gs_cache *c, struct gs_line *l, uint64_t ds, int err)
 }
 
 /* Take the dirty bits of @l (its write-back is ours: DS_WB). */
-static void mask_take(struct gs_line *l, uint64_t *m)
+static void mask_take(struct gs_cache *c, struct gs_line *l, uint64_t *m)
 {
+	uint64_t *dm = line_dmask(c, l);
+
 	/* acquire: pairs with mark_dirty(), the bytes of the blocks we take */
 	for (int w = 0; w < MASK_WORDS; w++)
-		m[w] = __atomic_exchange_n(&l->dmask[w], 0, __ATOMIC_ACQUIRE);
+		m[w] = __atomic_exchange_n(&dm[w], 0, __ATOMIC_ACQUIRE);
 }
 
 /* A failed write-back: its blocks are dirty again. */
-static void mask_restore(struct gs_line *l, const uint64_t *m)
+static void mask_restore(struct gs_cache *c, struct gs_line *l, const uint64_t *m)
 {
+	uint64_t *dm = line_dmask(c, l);
+
 	for (int w = 0; w < MASK_WORDS; w++)
 		if (m[w])
-			__atomic_fetch_or(&l->dmask[w], m[w], __ATOMIC_RELAXED);
+			__atomic_fetch_or(&dm[w], m[w], __ATOMIC_RELAXED);
 }
 
 static bool mask_test(const uint64_t *m, uint32_t i)
@@ -150,10 +154,10 @@ int cache_writeback(struct gs_cache *c, struct gs_line *l)
 		wait_wb(l);
 	if (!r)
 		return 0;
-	mask_take(l, m);
+	mask_take(c, l, m);
 	r = wb_write(c, l, m);
 	if (r)
-		mask_restore(l, m);
+		mask_restore(c, l, m);
 	wb_end(c, l, ds, r);
 	return r;
 }
@@ -222,7 +226,7 @@ static int wb_run(struct gs_cache *c, struct wb_batch *b)
 		int e = b->res[i];
 
 		if (e)
-			mask_restore(l, b->m[i]);
+			mask_restore(c, l, b->m[i]);
 		wb_end(c, l, b->ds[i], e);
 		cache_unpin(l);
 		if (e && !err)
@@ -253,7 +257,7 @@ static int wb_add(struct gs_cache *c, struct wb_batch *b, struct gs_line *l)
 		cache_unpin(l);
 		return err;
 	}
-	mask_take(l, m);
+	mask_take(c, l, m);
 	while (next_run(c, n, m, &pos, &off, &len))
 		runs++;
 	if (b->nio + runs > WB_IOS) {
@@ -271,7 +275,7 @@ static int wb_add(struct gs_cache *c, struct wb_batch *b, struct gs_line *l)
 		b->res[li] = wb_write(c, l, m);
 		b->n--;
 		if (b->res[li])
-			mask_restore(l, m);
+			mask_restore(c, l, m);
 		wb_end(c, l, ds, b->res[li]);
 		cache_unpin(l);
 		return err ? err : b->res[li];
