@@ -284,6 +284,8 @@ int gs_nd_sync(struct gs_nd *nd)
 
 	ret = nd_cache_writeback(nd);
 	if (!ret)
+		ret = nd_index_flush(nd);
+	if (!ret)
 		ret = nd_sb_write_if_dirty(nd);
 	if (!ret)
 		ret = nd->st->ops->sync(nd->st);
@@ -304,6 +306,7 @@ int gs_nd_close(struct gs_nd *nd)
 	aio_stop(nd);
 	ret = gs_nd_sync(nd);
 	nd_cache_fini(nd);
+	nd_index_fini(nd);
 	nd->st->ops->close(nd->st);
 	pthread_mutex_destroy(&nd->imu);
 	pthread_mutex_destroy(&nd->rmu);

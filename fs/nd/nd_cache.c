@@ -373,10 +373,10 @@ static void write_done(struct nd_bio *b, int res)
 
 /*
  * Write back @v[0..n), entries marked E_WRITING and pinned by us, with
- * @gen[i] their dgen when marked.  Slots first, then all writes at once,
- * then the new slots go into the index (after a commit that makes the
- * blocks and their allocation durable: nd_index_record), then the entries
- * turn clean.
+ * @gen[i] their dgen when marked.  Slot numbers first, then all writes at
+ * once (the store backs new slots), then the new slots go to the index's
+ * deferred entries (written after a commit that makes the blocks and their
+ * allocation durable: nd_index_flush), then the entries turn clean.
  */
 static int wb_batch(struct gs_nd *nd, struct nd_ent **v, const uint64_t *gen, unsigned n)
 {
@@ -441,7 +441,7 @@ static int wb_batch(struct gs_nd *nd, struct nd_ent **v, const uint64_t *gen, un
 	pthread_mutex_unlock(&c->mu);
 	ret = wb.err;
 	if (!ret && nfresh)
-		ret = nd_index_record(nd, fbid, fslot, nfresh);
+		ret = nd_index_defer(nd, fbid, fslot, nfresh);
 unmark:
 	pthread_mutex_lock(&c->mu);
 	for (unsigned i = 0; i < n; i++) {

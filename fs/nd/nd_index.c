@@ -137,13 +137,105 @@ static bool node_ok(const struct gs_nd *nd, uint64_t node, uint32_t level)
 	return node >= GS_ND_SB_SIZE && node + nd->L.nb[level] * 8 <= nd->index_end;
 }
 
+/* ---- entries waiting in memory (under imu) ---- */
+
+static uint32_t phash_of(const struct gs_nd *nd, uint64_t bid)
+{
+	return (uint32_t)((bid * 0x9e3779b97f4a7c15ULL) >> 32) & nd->phmask;
+}
+
+static const struct nd_pend *pend_find(const struct gs_nd *nd, uint64_t bid)
+{
+	if (!nd->npend)
+		return NULL;
+	for (uint32_t h = phash_of(nd, bid);; h = (h + 1) & nd->phmask) {
+		uint64_t i = nd->phash[h];
+
+		if (!i)
+			return NULL;
+		if (nd->pend[i - 1].bid == bid)
+			return &nd->pend[i - 1];
+	}
+}
+
+static void phash_rebuild(struct gs_nd *nd)
+{
+	memset(nd->phash, 0, (nd->phmask + 1) * sizeof(*nd->phash));
+	for (uint32_t i = 0; i < nd->npend; i++) {
+		uint32_t h = phash_of(nd, nd->pend[i].bid);
+
+		while (nd->phash[h])
+			h = (h + 1) & nd->phmask;
+		nd->phash[h] = i + 1;
+	}
+}
+
+/* Room for @n more (the table stays at most half full). */
+static int pend_reserve(struct gs_nd *nd, uint32_t n)
+{
+	uint32_t c = nd->cpend ? nd->cpend : 64;
+	struct nd_pend *p;
+	uint64_t *h;
+
+	if (nd->npend + n <= nd->cpend)
+		return 0;
+	while (c < nd->npend + n)
+		c *= 2;
+	p = realloc(nd->pend, c * sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	nd->pend = p;
+	h = calloc(2 * (size_t)c, sizeof(*h));
+	if (!h)
+		return -ENOMEM;
+	free(nd->phash);
+	nd->phash = h;
+	nd->phmask = 2 * c - 1;
+	nd->cpend = c;
+	phash_rebuild(nd);
+	return 0;
+}
+
+int nd_index_defer(struct gs_nd *nd, const uint64_t *bid, const uint64_t *slot, unsigned n)
+{
+	bool full;
+	int ret;
+
+	pthread_mutex_lock(&nd->imu);
+	ret = pend_reserve(nd, n);
+	for (unsigned k = 0; k < n && !ret; k++) {
+		uint32_t h = phash_of(nd, bid[k]);
+
+		while (nd->phash[h])
+			h = (h + 1) & nd->phmask;
+		nd->pend[nd->npend] = (struct nd_pend){ bid[k], slot[k] };
+		nd->phash[h] = ++nd->npend;
+	}
+	full = nd->npend >= ND_PEND_MAX;
+	pthread_mutex_unlock(&nd->imu);
+	return ret ? ret : full ? nd_index_flush(nd) : 0;
+}
+
+void nd_index_fini(struct gs_nd *nd)
+{
+	free(nd->pend);
+	free(nd->phash);
+}
+
 int nd_index_lookup(struct gs_nd *nd, uint64_t bid, uint64_t *slot1)
 {
 	uint64_t bc[ND_MAXD], node, v = 0;
+	const struct nd_pend *pd;
 	int ret = 0;
 
 	nd_bcoord(&nd->L, bid, bc);
 	pthread_mutex_lock(&nd->imu);
+	pd = pend_find(nd, bid);
+	if (pd) {
+		*slot1 = pd->slot + 1;
+		pthread_mutex_unlock(&nd->imu);
+		return 0;
+	}
 	node = nd->root;
 	for (uint32_t i = 0; i < nd->L.ndims && node; i++) {
 		if (!node_ok(nd, node, i)) {
@@ -229,30 +321,38 @@ static int plan_one(struct gs_nd *nd, uint64_t bid, uint64_t slot, struct ixw *w
 /*
  * The durability rule (the same as data=ordered for arrays): no index entry
  * may reach the device before what it points at is durable - the slot's
- * extent allocation (a journal transaction of the fs), the block's data, and
- * the superblock's nslots / index_end / root that make the entry valid.  The
- * fs cache writes the index back whenever it likes, so the entries are not
- * even handed to it before that: plan the nodes, write the superblock, let
- * the store commit (data flushed, allocation journaled), then write the
- * entries.  A crash before the last step loses the batch's blocks (never
- * acknowledged: gs_nd_sync commits again after this) and leaks their slots
- * and any nodes planned; it never leaves an entry pointing at an unallocated
- * or reused slot, or at a node beyond index_end.  rmu makes batches take
- * turns, so two batches never plan the same missing node twice.
+ * blocks in the data object (settled by the write lease's end, committed by
+ * the store), the block's data, and the superblock's nslots / index_end /
+ * root that make the entry valid.  The fs cache writes the index back
+ * whenever it likes, so the entries are not even handed to it before that:
+ * plan the nodes, write the superblock, let the store commit (data flushed,
+ * allocation journaled), then write the entries.  A crash before the last
+ * step loses the deferred blocks (never acknowledged: gs_nd_sync commits
+ * again after this) and leaks their slots and any nodes planned; it never
+ * leaves an entry pointing at an unwritten or reused slot, or at a node
+ * beyond index_end.  Until their entries are written the deferred blocks
+ * stay in nd->pend, where lookups find them.  rmu makes flushes take turns,
+ * so two never plan the same missing node twice; batches that defer entries
+ * meanwhile append behind the ones being recorded.
  */
-int nd_index_record(struct gs_nd *nd, const uint64_t *bid, const uint64_t *slot, unsigned n)
+int nd_index_flush(struct gs_nd *nd)
 {
-	unsigned nw = 0;
-	struct ixw *w;
+	unsigned nw = 0, n;
+	struct ixw *w = NULL;
 	int ret = 0;
 
-	w = malloc((size_t)n * nd->L.ndims * sizeof(*w));
-	if (!w)
-		return -ENOMEM;
 	pthread_mutex_lock(&nd->rmu);
 	pthread_mutex_lock(&nd->imu);
+	n = nd->npend;
+	if (!n)
+		goto unlock;
+	w = malloc((size_t)n * nd->L.ndims * sizeof(*w));
+	if (!w) {
+		ret = -ENOMEM;
+		goto unlock;
+	}
 	for (unsigned k = 0; k < n && !ret; k++)
-		ret = plan_one(nd, bid[k], slot[k], w, &nw);
+		ret = plan_one(nd, nd->pend[k].bid, nd->pend[k].slot, w, &nw);
 	/* nslots, index_end and root, ahead of (never behind) the entries on disk */
 	if (!ret && nd->sb_dirty)
 		ret = sb_write_locked(nd);
@@ -266,6 +366,13 @@ int nd_index_record(struct gs_nd *nd, const uint64_t *bid, const uint64_t *slot,
 
 		ret = meta_write(nd, &le, sizeof(le), w[i].off);
 	}
+	if (!ret) {
+		/* recorded: lookups find them in the index now */
+		memmove(nd->pend, nd->pend + n, (nd->npend - n) * sizeof(*nd->pend));
+		nd->npend -= n;
+		phash_rebuild(nd);
+	}
+unlock:
 	pthread_mutex_unlock(&nd->imu);
 	pthread_mutex_unlock(&nd->rmu);
 	free(w);

@@ -190,6 +190,12 @@ void nd_store_set_stride(struct nd_store *s, uint64_t block_bytes);
 
 /* ---- the space ---- */
 
+#define ND_PEND_MAX	1024	/* deferred index entries before a flush */
+
+struct nd_pend {
+	uint64_t bid, slot;
+};
+
 enum { E_VALID = 1, E_READING = 2, E_DIRTY = 4, E_WRITING = 8 };
 
 struct nd_ent {
@@ -232,6 +238,13 @@ struct gs_nd {
 	pthread_mutex_t rmu;		/* one batch records new slots at a time */
 	uint64_t root, index_end, nslots, data_ino;
 	bool sb_dirty;
+	/* blocks written the first time whose index entries are not written yet
+	 * (under imu): found by nd_index_lookup, recorded in one go by
+	 * nd_index_flush (one store commit for many write-back batches) */
+	struct nd_pend *pend;
+	uint32_t npend, cpend;
+	uint64_t *phash;		/* open addressing: index into pend + 1, 0 empty */
+	uint32_t phmask;
 	/* cache */
 	struct nd_cache c;
 	int wb_err;			/* sticky write-back error, reported by sync */
@@ -272,9 +285,14 @@ int nd_fs_super(struct gs_fs *fs, uint64_t ino, struct gs_nd_params *p, struct n
 int nd_sb_write_if_dirty(struct gs_nd *nd);
 /* slot + 1 of block @bid, 0 if never written. */
 int nd_index_lookup(struct gs_nd *nd, uint64_t bid, uint64_t *slot1);
-/* Record slot[k] for block bid[k], k < @n, blocks written the first time
- * (their data complete): nodes, superblock, store commit, then the entries. */
-int nd_index_record(struct gs_nd *nd, const uint64_t *bid, const uint64_t *slot, unsigned n);
+/* Block bid[k] now lives in slot[k], k < @n: blocks written the first time
+ * (their data complete, their slots settled in the store).  Kept in memory;
+ * recorded by nd_index_flush, which this calls when many are waiting. */
+int nd_index_defer(struct gs_nd *nd, const uint64_t *bid, const uint64_t *slot, unsigned n);
+/* Record the deferred entries: nodes, superblock, store commit, then the
+ * entries themselves. */
+int nd_index_flush(struct gs_nd *nd);
+void nd_index_fini(struct gs_nd *nd);
 /* @n new consecutive slots; returns the first (backed when first written). */
 uint64_t nd_slots_new(struct gs_nd *nd, uint64_t n);
 
