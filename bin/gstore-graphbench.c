@@ -135,18 +135,20 @@ static void count_cb(struct gs_graph_req *r, void *arg)
 	__atomic_add_fetch(&c->sink, s, __ATOMIC_RELAXED);
 }
 
+/* Device bytes read so far (the fs's live counters, as .gstore/stats shows them). */
 static uint64_t dev_read(struct gs_fs *fs)
 {
-	struct gs_q_stats st;
+	char buf[4096];
+	const char *p;
 
-	gs_q_get_stats(gs_fs_queue(fs), &st);
-	return st.read_bytes;
+	if (gs_fs_stats_text(fs, buf, sizeof(buf)) < 0 || !(p = strstr(buf, "q_read_bytes: ")))
+		return 0;
+	return strtoull(p + strlen("q_read_bytes: "), NULL, 10);
 }
 
 static void drop_cache(struct gs_fs *fs)
 {
-	gs_cache_flush(gs_fs_cache(fs));
-	gs_cache_invalidate(gs_fs_cache(fs), 0, UINT64_MAX);
+	gs_fs_drop_caches(fs);
 }
 
 static int queries(struct ctx *c, struct engine *e, double *qps, double *ppq)

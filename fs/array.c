@@ -827,6 +827,8 @@ static bool can_bypass(struct gs_fs *fs, struct gs_inode *ip, const void *buf, u
 {
 	uint32_t a = dio_align(fs);
 
+	if (flags & GS_FS_READ_CACHED)
+		return false;
 	if (!(flags & GS_FS_READ_DIRECT) &&
 	    (len < fs->line || (uintptr_t)buf % a || dev % a || len % a))
 		return false;
@@ -869,7 +871,8 @@ ssize_t gs_fs_pread(struct gs_fs *fs, uint64_t ino, void *buf, size_t len, uint6
 	uint64_t size, n, done = 0;
 	int ret;
 
-	if (flags & ~(unsigned)GS_FS_READ_DIRECT)
+	if (flags & ~(unsigned)(GS_FS_READ_DIRECT | GS_FS_READ_CACHED) ||
+	    (flags & GS_FS_READ_DIRECT && flags & GS_FS_READ_CACHED))
 		return -EINVAL;
 	if (len > (1ULL << 31))
 		len = 1ULL << 31;

@@ -140,10 +140,12 @@ ssize_t gs_fs_read(struct gs_fs *fs, uint64_t ino, void *buf, size_t len, uint64
 /* gs_fs_pread() flags */
 enum {
 	GS_FS_READ_DIRECT = 1u << 0,	/* an O_DIRECT reader: fill no cache lines */
+	GS_FS_READ_CACHED = 1u << 1,	/* keep what is read: every piece through the cache */
 };
 /* gs_fs_read() with flags: with GS_FS_READ_DIRECT, pieces of an object with
  * nothing dirty in the cache are read from the device on the calling thread,
- * whatever their size; otherwise only pieces of a cache line or more. */
+ * whatever their size; with GS_FS_READ_CACHED (readers that come back, like
+ * graph pages) none is; otherwise only pieces of a cache line or more. */
 ssize_t gs_fs_pread(struct gs_fs *fs, uint64_t ino, void *buf, size_t len, uint64_t off,
 		    unsigned flags);
 ssize_t gs_fs_write(struct gs_fs *fs, uint64_t ino, const void *buf, size_t len, uint64_t off);

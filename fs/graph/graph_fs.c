@@ -17,35 +17,20 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "gstore_cache.h"
 #include "gstore_fs.h"
 #include "graph_internal.h"
 
 #define TMP_SUFFIX	"~import"
 
 /*
- * Page reads go through the block cache at the device offset of the page
- * (from a map of the object's extents built once with gs_fs_bmap), so a
- * page read twice is a cache hit; gs_fs_read would send aligned page reads
- * around the cache.  A write through the store drops the object's map
- * (it may have allocated), the next read maps it again.
+ * Page reads go through the block cache by (object, offset), so a page read
+ * twice is a cache hit (GS_FS_READ_CACHED: a page-sized aligned read would
+ * otherwise go around the cache); hints start the cache's read-ahead of the
+ * pages' blocks (gs_fs_readahead).  The fs core maps the offsets.
  */
-struct run {
-	uint64_t off, len, dev;
-};
-
-struct objmap {
-	struct objmap *next;
-	uint64_t obj, nruns;
-	struct run *r;
-};
-
 struct fs_store {
 	struct gr_store s;
 	struct gs_fs *fs;
-	struct gs_cache *c;
-	pthread_rwlock_t lock;	/* maps: shared to read through, exclusive to change */
-	struct objmap *maps;
 };
 
 static struct fs_store *fsst(struct gr_store *s)
@@ -56,114 +41,6 @@ static struct fs_store *fsst(struct gr_store *s)
 static struct gs_fs *fsof(struct gr_store *s)
 {
 	return fsst(s)->fs;
-}
-
-static struct objmap *map_find(struct fs_store *f, uint64_t obj)
-{
-	struct objmap *m;
-
-	for (m = f->maps; m && m->obj != obj; m = m->next)
-		;
-	return m;
-}
-
-static void map_drop(struct fs_store *f, uint64_t obj)
-{
-	for (struct objmap **pp = &f->maps; *pp; pp = &(*pp)->next)
-		if ((*pp)->obj == obj) {
-			struct objmap *m = *pp;
-
-			*pp = m->next;
-			free(m->r);
-			free(m);
-			return;
-		}
-}
-
-/* Map @obj's extents (exclusive lock held). */
-static struct objmap *map_build(struct fs_store *f, uint64_t obj)
-{
-	struct objmap *m = calloc(1, sizeof(*m));
-	uint64_t off = 0, cap = 0;
-	struct gs_stat st;
-
-	if (!m || gs_fs_getattr(f->fs, obj, &st)) {
-		free(m);
-		return NULL;
-	}
-	m->obj = obj;
-	while (off < st.size) {
-		uint64_t dev, len;
-		int ret = gs_fs_bmap(f->fs, obj, off, &dev, &len);
-
-		if (ret == -ENODATA) {
-			off += f->s.page_size;	/* a hole: gs_fs_read serves it */
-			continue;
-		}
-		if (ret || !len)
-			break;
-		if (m->nruns == cap) {
-			struct run *r = realloc(m->r, (cap = cap ? cap * 2 : 16) * sizeof(*r));
-
-			if (!r)
-				break;
-			m->r = r;
-		}
-		m->r[m->nruns++] = (struct run){ .off = off, .len = len, .dev = dev };
-		off += len;
-	}
-	m->next = f->maps;
-	f->maps = m;
-	return m;
-}
-
-/* The run holding @off: its device offset there, and the bytes left in it. */
-static bool map_run(const struct objmap *m, uint64_t off, uint64_t *dev, uint64_t *left)
-{
-	uint64_t lo = 0, hi = m->nruns;
-
-	while (lo < hi) {
-		uint64_t mid = (lo + hi) / 2;
-		const struct run *r = &m->r[mid];
-
-		if (off < r->off) {
-			hi = mid;
-		} else if (off >= r->off + r->len) {
-			lo = mid + 1;
-		} else {
-			*dev = r->dev + (off - r->off);
-			*left = r->off + r->len - off;
-			return true;
-		}
-	}
-	return false;
-}
-
-/*
- * Where [off, off+len) of @obj lies on the device, from the object's cached
- * run map (built on first use): *dev and the bytes of its run from there.
- */
-static bool map_locate(struct fs_store *f, uint64_t obj, uint64_t off, uint64_t *dev,
-		       uint64_t *left)
-{
-	struct objmap *m;
-	bool mapped;
-
-	pthread_rwlock_rdlock(&f->lock);
-	m = map_find(f, obj);
-	if (!m) {
-		pthread_rwlock_unlock(&f->lock);
-		pthread_rwlock_wrlock(&f->lock);
-		m = map_find(f, obj);
-		if (!m)
-			m = map_build(f, obj);
-		pthread_rwlock_unlock(&f->lock);
-		pthread_rwlock_rdlock(&f->lock);
-		m = map_find(f, obj);
-	}
-	mapped = m && map_run(m, off, dev, left);
-	pthread_rwlock_unlock(&f->lock);
-	return mapped;
 }
 
 static int fss_create(struct gr_store *s, uint64_t *obj)
@@ -178,46 +55,18 @@ static int fss_remove(struct gr_store *s, uint64_t obj)
 
 static ssize_t fss_pread(struct gr_store *s, uint64_t obj, void *buf, size_t len, uint64_t off)
 {
-	struct fs_store *f = fsst(s);
-	uint64_t dev, left;
-
-	if (len != s->page_size || !f->c || !map_locate(f, obj, off, &dev, &left) || left < len)
-		return gs_fs_read(f->fs, obj, buf, len, off);
-	return gs_cache_read(f->c, buf, len, dev);
+	return gs_fs_pread(fsof(s), obj, buf, len, off, GS_FS_READ_CACHED);
 }
 
-void gr_fs_prefetch(struct gs_fs *fs, uint64_t ino, uint64_t off, uint64_t len)
-{
-	struct gs_cache *c = gs_fs_cache(fs);
-	uint64_t dev, run;
-
-	if (c && len && !gs_fs_bmap(fs, ino, off, &dev, &run) && run)
-		gs_cache_readahead(c, dev, len < run ? len : run);
-}
-
-/* Pages' hints use the run map fss_pread keeps (no bmap per hint). */
 static void fss_prefetch(struct gr_store *s, uint64_t obj, uint64_t off, uint64_t len)
 {
-	struct fs_store *f = fsst(s);
-	uint64_t dev, left;
-
-	if (!f->c || !len)
-		return;
-	if (map_locate(f, obj, off, &dev, &left))
-		gs_cache_readahead(f->c, dev, len < left ? len : left);
-	else
-		gr_fs_prefetch(f->fs, obj, off, len);	/* past the map: ask the fs */
+	gs_fs_readahead(fsof(s), obj, off, len);
 }
 
 static ssize_t fss_pwrite(struct gr_store *s, uint64_t obj, const void *buf, size_t len,
 			  uint64_t off)
 {
-	struct fs_store *f = fsst(s);
-
-	pthread_rwlock_wrlock(&f->lock);
-	map_drop(f, obj);
-	pthread_rwlock_unlock(&f->lock);
-	return gs_fs_write(f->fs, obj, buf, len, off);
+	return gs_fs_write(fsof(s), obj, buf, len, off);
 }
 
 static int fss_sync(struct gr_store *s, uint64_t obj)
@@ -237,12 +86,7 @@ static int fss_size(struct gr_store *s, uint64_t obj, uint64_t *bytes)
 
 static void fss_destroy(struct gr_store *s)
 {
-	struct fs_store *f = fsst(s);
-
-	while (f->maps)
-		map_drop(f, f->maps->obj);
-	pthread_rwlock_destroy(&f->lock);
-	free(f);
+	free(fsst(s));
 }
 
 static const struct gr_store_ops fs_store_ops = {
@@ -272,8 +116,6 @@ int gr_fs_store_new(struct gr_store **sp, struct gs_fs *fs, uint64_t ino)
 	f->s.root = ino;
 	f->s.page_size = sf.block_size;
 	f->fs = fs;
-	f->c = gs_fs_cache(fs);
-	pthread_rwlock_init(&f->lock, NULL);
 	*sp = &f->s;
 	return 0;
 }

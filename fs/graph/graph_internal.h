@@ -260,9 +260,6 @@ int gr_mem_store_new(struct gr_store **sp, uint32_t page_size);
 void gr_mem_crash(struct gr_store *s, uint64_t seed);
 /* Fail the @n-th write from now on (0: never), like a crash at that point. */
 void gr_mem_fail_after(struct gr_store *s, uint64_t n);
-/* Read-ahead hint for [off, off+len) of gs_fs object @ino into @fs's cache
- * (the part that lies in one contiguous run); graph_fs.c. */
-void gr_fs_prefetch(struct gs_fs *fs, uint64_t ino, uint64_t off, uint64_t len);
 /* Store over a gs_fs graph object @ino (its internal objects); graph_fs.c. */
 int gr_fs_store_new(struct gr_store **sp, struct gs_fs *fs, uint64_t ino);
 /* ino of graph/ */

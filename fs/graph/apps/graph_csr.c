@@ -255,7 +255,7 @@ static void scattered(struct gs_graph *g, unsigned d, const uint64_t *v, unsigne
 
 	for (unsigned i = 0; i < n; i++)
 		if (v[i] < g->nv)
-			gr_fs_prefetch(g->fs, c->rowptr[d], v[i] * 8, 16);
+			gs_fs_readahead(g->fs, c->rowptr[d], v[i] * 8, 16);
 	for (unsigned i = 0; i < n && !degree_only; i++) {
 		if (v[i] >= g->nv ||
 		    gs_fs_read(g->fs, c->rowptr[d], rp, sizeof(rp), v[i] * 8) != sizeof(rp))
@@ -264,9 +264,9 @@ static void scattered(struct gs_graph *g, unsigned d, const uint64_t *v, unsigne
 		rp[1] = le64toh(rp[1]);
 		if (rp[1] <= rp[0])
 			continue;
-		gr_fs_prefetch(g->fs, c->colidx[d], rp[0] * idw, (rp[1] - rp[0]) * idw);
+		gs_fs_readahead(g->fs, c->colidx[d], rp[0] * idw, (rp[1] - rp[0]) * idw);
 		if (g->weighted)
-			gr_fs_prefetch(g->fs, c->val[d], rp[0] * 4, (rp[1] - rp[0]) * 4);
+			gs_fs_readahead(g->fs, c->val[d], rp[0] * 4, (rp[1] - rp[0]) * 4);
 	}
 }
 
@@ -292,7 +292,7 @@ static void csr_prepare(struct gs_graph *g, struct gs_graph_req *const *r, const
 		scattered(g, d, key, n, degree_only);
 		return;
 	}
-	gr_fs_prefetch(g->fs, c->rowptr[d], first * 8, (span + 1) * 8);
+	gs_fs_readahead(g->fs, c->rowptr[d], first * 8, (span + 1) * 8);
 	/* degrees come from rowPtr alone (csr_get reads nothing else for them) */
 	if (degree_only)
 		return;
@@ -304,10 +304,10 @@ static void csr_prepare(struct gs_graph *g, struct gs_graph_req *const *r, const
 	if (rp[1] <= rp[0])
 		return;
 	span = rp[1] - rp[0];
-	gr_fs_prefetch(g->fs, c->colidx[d], rp[0] * idw,
+	gs_fs_readahead(g->fs, c->colidx[d], rp[0] * idw,
 		       span * idw < GR_WIN_BYTES ? span * idw : GR_WIN_BYTES);
 	if (g->weighted)
-		gr_fs_prefetch(g->fs, c->val[d], rp[0] * 4,
+		gs_fs_readahead(g->fs, c->val[d], rp[0] * 4,
 			       span * 4 < GR_WIN_BYTES ? span * 4 : GR_WIN_BYTES);
 }
 
