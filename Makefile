@@ -176,6 +176,10 @@ $(B)/cuda/gpuq/cuda/%.o: gpuq/cuda/%.cu
 	@mkdir -p $(@D)
 	$(NVCC) $(NVFLAGS) $(LIB_CPPFLAGS) -c -o $@ $<
 
+# the attach server is the daemon's (fs/fuse/attach_srv.c): its tests link the front end's library
+$(B)/tests/unit/attach/%: $(B)/tests/unit/attach/%.o $(FUSE_LIB) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $< $(FUSE_LIB) $(LIB) $(LDLIBS) $(TEST_LDLIBS)
+
 $(B)/cuda/%.o: %.cu
 	@mkdir -p $(@D)
 	$(NVCC) $(NVFLAGS) $(TEST_CPPFLAGS) -c -o $@ $<

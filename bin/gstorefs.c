@@ -26,7 +26,6 @@
 #include "gstore.h"
 #include "gstore_fs.h"
 #include "gstorefs.h"
-#include "../gpuq/attach.h"
 #include "opts.h"
 
 struct conf {
@@ -317,9 +316,11 @@ static int run_loop(struct fuse_session *se, const struct fuse_cmdline_opts *o,
 }
 
 /*
- * The attach socket next to the mount point (gpuq/attach.h): CUDA programs
- * and other clients get rings served by this daemon's pollers.  A mount
- * whose parent directory is not writable still works, without it.
+ * The attach socket next to the mount point (fs/fuse/attach_srv.h): CUDA
+ * programs and other clients get rings served by this daemon's pollers.
+ * Other users may attach when they may use the mount (allow_other, which
+ * root's mounts have).  A mount whose parent directory is not writable
+ * still works, without it.
  */
 static void attach_synced(void *se, uint64_t ino)
 {
@@ -330,7 +331,7 @@ static void attach_synced(void *se, uint64_t ino)
 static void start_attach(struct gs_attach_srv **att, struct gs_fs *fs, struct fuse_session *se,
 			 const char *mnt)
 {
-	struct gs_attach_srv_params p = { .q = gs_fs_queue(fs), .fs = fs,
+	struct gs_attach_srv_params p = { .fs = fs, .allow_other = geteuid() == 0,
 					  .synced = attach_synced, .arg = se };
 	char sock[PATH_MAX];
 	int ret = gs_attach_sock_path(mnt, sock, sizeof(sock));

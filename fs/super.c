@@ -594,6 +594,8 @@ int gs_fs_stats_text(struct gs_fs *fs, char *buf, size_t size)
 		     "q_pollers_active: %u\n"
 		     "q_pollers_max: %u\n"
 		     "q_rings: %u\n"
+		     "q_ring_denied: %" PRIu64 "\n"
+		     "q_ring_cq_dropped: %" PRIu64 "\n"
 		     "cache_hits: %" PRIu64 "\n"
 		     "cache_misses: %" PRIu64 "\n"
 		     "cache_coalesced: %" PRIu64 "\n"
@@ -615,7 +617,8 @@ int gs_fs_stats_text(struct gs_fs *fs, char *buf, size_t size)
 		     "journal_blocks_logged: %" PRIu64 "\n"
 		     "journal_checkpoints: %" PRIu64 "\n",
 		     qs.reqs, qs.read_bytes, qs.write_bytes, qs.errors, qs.submits, qs.inflight, g.queue_depth,
-		     qs.active_pollers, qs.max_pollers, qs.rings, cs.hits, cs.misses, cs.coalesced,
+		     qs.active_pollers, qs.max_pollers, qs.rings, qs.denied, qs.cq_dropped,
+		     cs.hits, cs.misses, cs.coalesced,
 		     cs.reads, cs.writebacks, cs.evictions, cs.readahead, cs.errors, cs.lines,
 		     cs.dirty, cs.pinned, LD(fs->n_reads), LD(fs->n_read_bytes),
 		     LD(fs->n_direct_reads), LD(fs->n_writes), LD(fs->n_write_bytes),

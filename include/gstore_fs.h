@@ -261,18 +261,30 @@ int gs_fs_lease_submit(struct gs_lease *l, struct gs_obj_io **ios, unsigned n);
 
 /*
  * Rings of other processes (the attach server): the fs's I/O core serves
- * @ring, whose requests carry device offsets taken from the leases bound to
- * it; a request outside every bound lease's mapping, or a write outside the
- * write leases', completes with -EACCES and is counted, never executed.
+ * @ring (@ring_bytes of memory that the caller formatted with
+ * gs_ring_init()), whose requests carry device offsets taken from the
+ * leases bound to it; a request outside every bound lease's written
+ * extents, or a write outside the write leases', completes with -EACCES and
+ * is counted, never executed (gs_q_ring_add_bounded() in gstore_q.h).  The
+ * ring's geometry is read once, here.  A ring without leases refuses all.
  */
 struct gs_ring;
-int gs_fs_ring_add(struct gs_fs *fs, struct gs_ring *ring, void *buf_base, size_t buf_len);
+int gs_fs_ring_add(struct gs_fs *fs, struct gs_ring *ring, size_t ring_bytes, void *buf_base,
+		   size_t buf_len);
 int gs_fs_ring_bind(struct gs_fs *fs, struct gs_ring *ring, struct gs_lease *l);
+/* Takes @l's extents from @ring's bounds: unbind (or delete the ring)
+ * before gs_fs_lease_end(). */
+int gs_fs_ring_unbind(struct gs_fs *fs, struct gs_ring *ring, struct gs_lease *l);
 /* Stops serving @ring (waits for its requests in flight); the leases stay. */
 int gs_fs_ring_del(struct gs_fs *fs, struct gs_ring *ring);
-/* The lease's mapping in @block_size units as struct gs_att_ext entries
- * (uapi/gstore_attach.h) for a client that addresses the device itself;
- * returns the number of entries (more than @max: call again larger). */
+/* The eventfd that wakes the pollers serving these rings (CPU producers
+ * write 8 bytes to it after a push that gs_sq_need_kick() says needs it). */
+int gs_fs_ring_kick_fd(struct gs_fs *fs);
+/* The lease's written extents in @block_size units as struct gs_att_ext
+ * entries (uapi/gstore_attach.h) for a client that addresses the device
+ * itself (holes and unwritten extents are left out); returns the number of
+ * entries (more than @max: call again larger), -EINVAL if an extent is not
+ * aligned to @block_size. */
 int gs_fs_lease_export(struct gs_lease *l, uint32_t block_size, void *ext, unsigned max);
 
 /* ---- leaving the public API (issue 13): callers move to leases ---- */

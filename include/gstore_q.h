@@ -250,6 +250,78 @@ int gs_q_pool_replace(struct gs_q *q, unsigned index, const char *newpath,
 enum { GS_POOL_REPAIR = 1u << 0 };
 int64_t gs_q_pool_verify(struct gs_q *q, unsigned flags, gs_pool_progress progress, void *arg);
 
+/*
+ * ---- attaching to a running daemon (the attach client) ----
+ *
+ * A process (a CUDA program, a CLI tool, any user who may read the file)
+ * gets rings served by a running gstorefs over a file of its mount.  The
+ * protocol and its wire format are uapi/gstore_attach.h (struct gs_att_msg,
+ * struct gs_att_ext, GS_ATT_*); the daemon's side is gstorefs's.  Typically:
+ * gs_attach_split() the file's path, gs_attach_connect() to
+ * gs_attach_sock_path() of its mount point, gs_attach_open() the file (its
+ * extents: the device offsets this connection's rings accept, nothing
+ * else), gs_attach_ring(), then push requests with GS_SQE_BUF_OFF buffers.
+ */
+struct gs_attach;
+struct gs_att_msg;
+struct gs_att_ext;
+
+/* "<dir>/.<base>.gstore.sock" for mount point "<dir>/<base>". */
+int gs_attach_sock_path(const char *mnt, char *buf, size_t size);
+/*
+ * Split @path into the mount point holding it (the topmost directory on its
+ * device), in @mnt (@size bytes), and the path below it: *rel, pointing into
+ * @full (the realpath of @path: PATH_MAX bytes).
+ */
+int gs_attach_split(const char *path, char *full, char *mnt, size_t size, const char **rel);
+
+int gs_attach_connect(struct gs_attach **ap, const char *sock_path);
+void gs_attach_close(struct gs_attach *a);
+/* The filesystem's block size: offsets and lengths aligned to it are valid. */
+int gs_attach_hello(struct gs_attach *a, uint32_t *block_size);
+
+struct gs_attach_obj {
+	uint64_t ino;
+	uint64_t size;		/* bytes */
+	uint64_t nblocks;	/* of block_size */
+	uint32_t next;
+	struct gs_att_ext *ext;	/* malloc'd: free() it */
+};
+/* OPEN @path (relative to the mount point) for reading, or reading and
+ * writing with GS_ATT_OPEN_WRITE in @flags; -EACCES when the caller's
+ * credentials do not allow it, as open(2) decides on the mount. */
+int gs_attach_open(struct gs_attach *a, const char *path, uint32_t block_size, uint32_t flags,
+		   struct gs_attach_obj *obj);
+
+struct gs_attach_ring {
+	void *map;		/* the whole memfd mapping */
+	size_t map_len;
+	struct gs_ring *ring;
+	void *buf;
+	size_t buf_len;
+	int kick_fd;		/* write 8 bytes to wake the pollers (CPU producers) */
+	uint64_t id;
+};
+/* A ring and a @buf_bytes region; @flags: GS_RING_POLLED or 0. */
+int gs_attach_ring(struct gs_attach *a, uint32_t sq, uint32_t cq, uint32_t ncw,
+		   size_t buf_bytes, uint32_t flags, struct gs_attach_ring *r);
+void gs_attach_ring_unmap(struct gs_attach_ring *r);
+/* "I wrote object @ino through a ring": the daemon drops its cached copies. */
+int gs_attach_sync(struct gs_attach *a, uint64_t ino);
+
+/*
+ * The protocol's message I/O, for both ends: send @m (with its h.len bytes
+ * of @payload and @nfds <= 2 descriptors), receive one (at most @max
+ * payload bytes, malloc'd into *payload and NUL-terminated; up to 2
+ * descriptors into @fds, others closed).  0 or -errno: -EPROTO for a
+ * message that is not ours, -EMSGSIZE for a payload over @max,
+ * -ECONNRESET when the peer has gone.
+ */
+int gs_attach_send(int fd, const struct gs_att_msg *m, const void *payload, const int *fds,
+		   int nfds);
+int gs_attach_recv(int fd, struct gs_att_msg *m, void **payload, size_t max, int *fds,
+		   int *nfds);
+
 #pragma GCC visibility pop
 #ifdef __cplusplus
 }

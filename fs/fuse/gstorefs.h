@@ -14,6 +14,8 @@
 #include <fuse_lowlevel.h>
 
 #include "gstore_fs.h"
+/* the attach server, which serves the same mount to other processes */
+#include "attach_srv.h"
 
 struct gs_fuse;
 

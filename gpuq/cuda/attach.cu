@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
  * gs_cuda_attach(): a CUDA program on a running gstorefs.  The array file's
- * extents come from the daemon (OPEN), the rings and regions are the
- * daemon's memfds (RING), registered with cudaHostRegister so that kernels
- * address them; the daemon's pollers serve them.
+ * extents come from the daemon (OPEN, checked against the caller's
+ * credentials), the rings and regions are the daemon's memfds (RING),
+ * registered with cudaHostRegister so that kernels address them; the
+ * daemon's pollers serve them, inside the file's extents only.  The client
+ * side needs gstore_q.h and uapi/gstore_attach.h, nothing of the daemon's.
  */
 #include <errno.h>
 #include <limits.h>
@@ -13,7 +15,7 @@
 #include <cuda_runtime.h>
 
 #include "gstore_cuda.h"
-#include "../attach.h"
+#include "gstore_attach.h"
 #include "cuda_internal.cuh"
 
 struct att_conn {
@@ -109,7 +111,11 @@ int gs_cuda_attach(struct gs_cuda **cp, const char *path, const struct gs_cuda_p
 		goto free_c;
 	if (!p.block_size)
 		p.block_size = 4096;
-	ret = gs_attach_open(ac->a, rel, p.block_size, &obj);
+	/* kernels may write back: ask for writing, settle for reading (their
+	 * writes then complete with -EACCES) when the caller may only read */
+	ret = gs_attach_open(ac->a, rel, p.block_size, GS_ATT_OPEN_WRITE, &obj);
+	if (ret == -EACCES || ret == -EROFS)
+		ret = gs_attach_open(ac->a, rel, p.block_size, 0, &obj);
 	if (ret)
 		goto close_conn;
 	ac->ino = obj.ino;

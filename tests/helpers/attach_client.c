@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * attach_client: a CPU client of a running gstorefs's attach socket
- * (gpuq/attach.h), the same protocol a CUDA program uses, for the mounted
+ * (gstore_q.h, uapi/gstore_attach.h), the same protocol a CUDA program uses, for the mounted
  * integration tests (tests/integration/attach_*.sh).
  *
  *   attach_client read FILE OUT       read FILE (under a gstore mount) block by
@@ -12,6 +12,10 @@
  *                                     FILE at block BLK through a ring, FLUSH,
  *                                     then SYNC so that the daemon (and the
  *                                     kernel's page cache) drop stale copies
+ *   attach_client open FILE r|w       OPEN FILE for reading (r) or writing (w)
+ *                                     and print its size and extent count
+ *   attach_client openat MNT REL r|w  the same for path REL under mount point MNT,
+ *                                     as sent (no realpath on this side)
  *
  * The socket is found as gs_cuda_attach() finds it: the mount point is the
  * topmost directory on FILE's device, the socket gs_attach_sock_path() of it.
@@ -26,7 +30,7 @@
 #include <unistd.h>
 
 #include "gstore.h"
-#include "gpuq/attach.h"
+#include "gstore_attach.h"
 
 #define BS		4096u
 #define SLOTS		64u	/* requests in flight (ring slots, buffer blocks) */
@@ -75,27 +79,39 @@ static void wait_slot(struct gs_attach_ring *r, uint32_t slot, int64_t want)
 		die("request", res < 0 ? (int)res : EIO);
 }
 
-static void open_obj(const char *path, struct gs_attach **a, struct gs_attach_obj *o,
-		     struct gs_attach_ring *r)
+/* Connect to @mnt's daemon and OPEN @rel (and a ring unless @r is NULL). */
+static void open_rel(const char *mnt, const char *rel, uint32_t flags, struct gs_attach **a,
+		     struct gs_attach_obj *o, struct gs_attach_ring *r)
 {
-	char full[PATH_MAX], mnt[PATH_MAX], sock[PATH_MAX];
+	char sock[PATH_MAX];
+	int ret;
+
+	ret = gs_attach_sock_path(mnt, sock, sizeof(sock));
+	if (!ret)
+		ret = gs_attach_connect(a, sock);
+	if (ret)
+		die(sock, ret);
+	ret = gs_attach_open(*a, rel, BS, flags, o);
+	if (ret)
+		die(rel, ret);
+	if (!r)
+		return;
+	ret = gs_attach_ring(*a, SLOTS, SLOTS, SLOTS, (size_t)SLOTS * BS, 0, r);
+	if (ret)
+		die("ring", ret);
+}
+
+static void open_obj(const char *path, uint32_t flags, struct gs_attach **a,
+		     struct gs_attach_obj *o, struct gs_attach_ring *r)
+{
+	char full[PATH_MAX], mnt[PATH_MAX];
 	const char *rel;
 	int ret;
 
 	ret = gs_attach_split(path, full, mnt, sizeof(mnt), &rel);
 	if (ret)
 		die(path, ret);
-	ret = gs_attach_sock_path(mnt, sock, sizeof(sock));
-	if (!ret)
-		ret = gs_attach_connect(a, sock);
-	if (ret)
-		die(sock, ret);
-	ret = gs_attach_open(*a, rel, BS, o);
-	if (ret)
-		die(rel, ret);
-	ret = gs_attach_ring(*a, SLOTS, SLOTS, SLOTS, (size_t)SLOTS * BS, 0, r);
-	if (ret)
-		die("ring", ret);
+	open_rel(mnt, rel, flags, a, o, r);
 }
 
 static int cmd_read(const char *path, const char *out)
@@ -107,7 +123,7 @@ static int cmd_read(const char *path, const char *out)
 	char *data;
 	FILE *f;
 
-	open_obj(path, &a, &o, &r);
+	open_obj(path, 0, &a, &o, &r);
 	data = malloc(o.nblocks * BS + 1);
 	order = malloc((o.nblocks + 1) * sizeof(*order));
 	if (!data || !order)
@@ -166,7 +182,7 @@ static int cmd_write(const char *path, const char *src, uint64_t blk)
 	uint64_t n = 0;
 	int fd, ret;
 
-	open_obj(path, &a, &o, &r);
+	open_obj(path, GS_ATT_OPEN_WRITE, &a, &o, &r);
 	fd = open(src, O_RDONLY);
 	if (fd < 0)
 		die(src, errno);
@@ -206,12 +222,33 @@ static int cmd_write(const char *path, const char *src, uint64_t blk)
 	return 0;
 }
 
+static int cmd_open(const char *mnt, const char *path, const char *mode)
+{
+	uint32_t flags = !strcmp(mode, "w") ? GS_ATT_OPEN_WRITE : 0;
+	struct gs_attach_obj o;
+	struct gs_attach *a;
+
+	if (mnt)
+		open_rel(mnt, path, flags, &a, &o, NULL);
+	else
+		open_obj(path, flags, &a, &o, NULL);
+	printf("opened %s: %llu bytes, %u extents\n", path, (unsigned long long)o.size, o.next);
+	free(o.ext);
+	gs_attach_close(a);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 4 && !strcmp(argv[1], "read"))
 		return cmd_read(argv[2], argv[3]);
 	if (argc == 5 && !strcmp(argv[1], "write"))
 		return cmd_write(argv[2], argv[3], strtoull(argv[4], NULL, 0));
-	fprintf(stderr, "usage: attach_client read FILE OUT | write FILE SRC BLK\n");
+	if (argc == 4 && !strcmp(argv[1], "open"))
+		return cmd_open(NULL, argv[2], argv[3]);
+	if (argc == 5 && !strcmp(argv[1], "openat"))
+		return cmd_open(argv[2], argv[3], argv[4]);
+	fprintf(stderr, "usage: attach_client read FILE OUT | write FILE SRC BLK | open FILE r|w |"
+		" openat MNT REL r|w\n");
 	return 1;
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# The attach socket of a live gstorefs (gpuq/attach.h), as CUDA programs use
+# The attach socket of a live gstorefs (uapi/gstore_attach.h), as CUDA programs use
 # it, with CPU clients (tests/helpers/attach_client): two clients read an
 # array through rings served by the daemon's pollers while `cat` reads the
 # same file through the mount; a client writes blocks, FLUSHes and SYNCs, and

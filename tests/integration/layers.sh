@@ -15,9 +15,6 @@ cd "$(dirname "$0")/../.."
 
 # FILE:INCLUDE pairs tolerated for now (and why)
 exceptions=(
-	"gpuq/attach.c:gstore_fs.h"		# attach server: moving to fs/fuse/
-	"gpuq/attach.c:gstore_cache.h"		# attach server: moving to fs/fuse/
-	"bin/gstorefs.c:../gpuq/attach.h"	# attach server: moving to fs/fuse/
 	"fs/fsck.c:nd/nd_internal.h"		# fsck: per-type ops table
 )
 

@@ -1,11 +1,15 @@
 // SPDX-License-Identifier: MIT
 /*
- * The attach protocol (gpuq/attach.c) between processes: a server thread
- * over a gs_q on a temporary image, clients in forked children that get a
- * ring + buffer region in a memfd (SCM_RIGHTS), push requests as CPU
- * producers (kicking the daemon's pollers through the passed eventfd), wait
- * on completion words, and check the data.  Two clients at once share the
- * pollers.  Also: OPEN's extents (raw mode: the whole device), errors.
+ * The attach protocol between processes: the daemon's server
+ * (fs/fuse/attach_srv.c, included to reach its permission check) over an
+ * in-process gs_fs, clients in forked children that OPEN an array, get a
+ * ring + buffer region in a sealed memfd (SCM_RIGHTS), push requests as
+ * CPU producers (kicking the daemon's pollers through the passed eventfd),
+ * wait on completion words and check the data.  Two clients at once share
+ * the pollers; one writes, FLUSHes and SYNCs, and the fs sees its data.
+ * Also: the open(2)-like permission check for every class of peer, the
+ * protocol's refusals (unknown ops, flags, reserved fields), and the
+ * memfd's seals.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,20 +17,17 @@
 #include <cmocka.h>
 
 #include <errno.h>
-#include <fcntl.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
-#include "gstore.h"
-#include "gpuq/attach.h"
+#include "../fs/fs_test.h"
+#include "fs/fuse/attach_srv.c"
 
 #define BS	4096u
-#define NBLK	2048u
+#define NBLK	512u
 
-static char img[] = "/tmp/gs-attach-XXXXXX";
+static char *img;
+static struct gs_fs *fs;
+static uint64_t arrays, ino_a;
 static char sock[64];
 
 static uint64_t pattern(uint64_t off)
@@ -36,29 +37,49 @@ static uint64_t pattern(uint64_t off)
 	return x ^ (x >> 29);
 }
 
+static int mkfile(const char *name, uint32_t mode, uint64_t nblk, uint64_t salt, uint64_t *ino)
+{
+	uint64_t *buf = malloc(BS);
+	struct gs_stat st;
+	int ret;
+
+	ret = gs_fs_create(fs, arrays, name, GS_T_ARRAY, S_IFREG | mode, getuid(), getgid(), &st);
+	for (uint64_t b = 0; !ret && b < nblk; b++) {
+		for (uint64_t i = 0; i < BS / 8; i++)
+			buf[i] = pattern(b * BS + i * 8) ^ salt;
+		ret = gs_fs_write(fs, st.ino, buf, BS, b * BS) == BS ? 0 : -EIO;
+	}
+	free(buf);
+	if (!ret)
+		ret = gs_fs_fsync(fs, st.ino, 0);
+	*ino = st.ino;
+	return ret;
+}
+
 static int setup(void **state)
 {
-	int fd = mkstemp(img);
-	uint64_t *buf = malloc(BS);
+	uint64_t ino;
 
-	if (fd < 0 || !buf)
+	if (test_scratch("attach", 64u << 20, &img, &fs, &arrays))
 		return -1;
-	for (uint64_t b = 0; b < NBLK; b++) {
-		for (uint64_t i = 0; i < BS / 8; i++)
-			buf[i] = pattern(b * BS + i * 8);
-		if (pwrite(fd, buf, BS, b * BS) != BS)
-			return -1;
-	}
-	close(fd);
-	free(buf);
 	snprintf(sock, sizeof(sock), "/tmp/gs-attach-%d.sock", getpid());
+	if (mkfile("a", 0644, NBLK, 0, &ino_a) || mkfile("empty", 0644, 0, 0, &ino))
+		return -1;
 	return 0;
 }
 
 static int teardown(void **state)
 {
-	unlink(img);
-	return 0;
+	return test_scratch_end(img, fs);
+}
+
+static struct gs_attach_srv *start(void)
+{
+	struct gs_attach_srv_params sp = { .sock_path = sock, .fs = fs, .allow_other = 1 };
+	struct gs_attach_srv *s;
+
+	assert_int_equal(gs_attach_start(&s, &sp), 0);
+	return s;
 }
 
 static void kick(int fd)
@@ -69,131 +90,252 @@ static void kick(int fd)
 		abort();
 }
 
-/* A client process: returns 0 if every block it read matched. */
+static int64_t dev_off(const struct gs_attach_obj *o, uint64_t b)
+{
+	for (uint32_t i = 0; i < o->next; i++)
+		if (b >= o->ext[i].blk && b < o->ext[i].blk + o->ext[i].nblk)
+			return (int64_t)(o->ext[i].dev_off + (b - o->ext[i].blk) * BS);
+	return -1;
+}
+
+static int64_t ring_io(struct gs_attach_ring *r, uint8_t op, uint64_t off, uint32_t slot)
+{
+	struct gs_sqe e = { .op = op, .flags = GS_SQE_CW, .len = BS, .off = off,
+			    .buf = (uint64_t)slot * BS, .cw = slot };
+
+	if (op != GS_OP_FLUSH)
+		e.flags |= GS_SQE_BUF_OFF;
+	else
+		e.len = 0;
+	gs_cw_arm(r->ring, slot);
+	gs_sq_push(r->ring, &e);
+	if (gs_sq_need_kick(r->ring))
+		kick(r->kick_fd);
+	return gs_ring_cw_wait(r->ring, slot, 50);
+}
+
+/* A client process: 0 if everything it read matched and its write went in. */
 static int client(int id, int nreq)
 {
 	struct gs_attach *a;
 	struct gs_attach_obj obj;
 	struct gs_attach_ring r;
-	uint32_t lba;
-	uint64_t cap;
+	uint64_t wblk = NBLK - 1 - id;
+	uint32_t bs;
 	int bad = 0;
 
-	if (gs_attach_connect(&a, sock) || gs_attach_hello(a, &lba, &cap) ||
-	    cap != (uint64_t)NBLK * BS)
+	if (gs_attach_connect(&a, sock) || gs_attach_hello(a, &bs) || bs != BS)
 		return 10;
-	if (gs_attach_open(a, "arrays/anything", BS, &obj) || obj.next != 1 ||
-	    obj.nblocks != NBLK || obj.ext[0].dev_off != 0)
+	if (gs_attach_open(a, "arrays/a", BS, GS_ATT_OPEN_WRITE, &obj) || obj.ino != ino_a ||
+	    obj.nblocks != NBLK || obj.size != (uint64_t)NBLK * BS || !obj.next)
 		return 11;
-	free(obj.ext);
-	if (gs_attach_ring(a, 64, 64, 64, 64 * BS, 0, &r))
+	if (gs_attach_ring(a, 64, 64, 64, 64 * BS, 0, &r) || r.buf_len != 64 * BS)
 		return 12;
 	for (int k = 0; k < nreq; k++) {
 		uint32_t cw = k % 64;
 		uint64_t blk = (k * 131 + id * 7) % NBLK;
-		struct gs_sqe e = { .op = GS_OP_READ, .flags = GS_SQE_BUF_OFF | GS_SQE_CW,
-				    .len = BS, .off = blk * BS, .buf = (uint64_t)cw * BS,
-				    .tag = k, .cw = cw };
-
-		gs_cw_arm(r.ring, cw);
-		gs_sq_push(r.ring, &e);
-		if (gs_sq_need_kick(r.ring))
-			kick(r.kick_fd);
-		if (gs_ring_cw_wait(r.ring, cw, 50) != BS)
-			return 13;
 		const uint64_t *w = (const uint64_t *)((char *)r.buf + (size_t)cw * BS);
 
+		if (ring_io(&r, GS_OP_READ, (uint64_t)dev_off(&obj, blk), cw) != BS)
+			return 13;
 		for (uint32_t i = 0; i < BS / 8; i++)
 			bad += w[i] != pattern(blk * BS + i * 8);
 	}
-	/* a write and a flush through the same ring, then read it back */
-	uint64_t *w = (uint64_t *)r.buf;
-
+	/* a write and a flush through the same ring, then SYNC */
 	for (uint32_t i = 0; i < BS / 8; i++)
-		w[i] = ~pattern((NBLK - 1 - id) * (uint64_t)BS + i * 8);
-	struct gs_sqe wr = { .op = GS_OP_WRITE, .flags = GS_SQE_BUF_OFF | GS_SQE_CW, .len = BS,
-			     .off = (NBLK - 1 - id) * (uint64_t)BS, .buf = 0, .cw = 0 };
-	struct gs_sqe fl = { .op = GS_OP_FLUSH, .flags = GS_SQE_CW, .cw = 1 };
-
-	gs_cw_arm(r.ring, 0);
-	gs_sq_push(r.ring, &wr);
-	kick(r.kick_fd);
-	if (gs_ring_cw_wait(r.ring, 0, 50) != BS)
+		((uint64_t *)r.buf)[i] = ~pattern(wblk * BS + i * 8);
+	if (ring_io(&r, GS_OP_WRITE, (uint64_t)dev_off(&obj, wblk), 0) != BS)
 		return 14;
-	gs_cw_arm(r.ring, 1);
-	gs_sq_push(r.ring, &fl);
-	kick(r.kick_fd);
-	if (gs_ring_cw_wait(r.ring, 1, 50) < 0)
+	if (ring_io(&r, GS_OP_FLUSH, 0, 1) < 0)
 		return 15;
 	if (gs_attach_sync(a, obj.ino))
 		return 16;
+	free(obj.ext);
 	gs_attach_ring_unmap(&r);
 	gs_attach_close(a);
 	return bad ? 1 : 0;
 }
 
+static void wait_child(pid_t pid)
+{
+	int st;
+
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 static void test_two_clients(void **state)
 {
-	struct gs_q_params qp = { .path = img, .flags = GS_Q_BUFFERED, .max_pollers = 2 };
-	struct gs_attach_srv_params sp = { .sock_path = sock };
-	struct gs_attach_srv *s;
-	struct gs_q *q;
+	struct gs_attach_srv *s = start();
+	uint64_t v;
 	pid_t pid[2];
 
-	assert_int_equal(gs_q_open(&q, &qp), 0);
-	sp.q = q;
-	assert_int_equal(gs_attach_start(&s, &sp), 0);
+	/* the fs's cache holds the file: the clients must see it on the device */
 	for (int i = 0; i < 2; i++) {
 		pid[i] = fork();
 		if (pid[i] == 0)
 			_exit(client(i, 300));
 	}
+	for (int i = 0; i < 2; i++)
+		wait_child(pid[i]);
+	/* the clients' writes, through the fs (its cache dropped at SYNC) */
 	for (int i = 0; i < 2; i++) {
-		int st;
+		uint64_t blk = NBLK - 1 - i;
 
-		assert_int_equal(waitpid(pid[i], &st, 0), pid[i]);
-		assert_true(WIFEXITED(st));
-		assert_int_equal(WEXITSTATUS(st), 0);
+		assert_int_equal(gs_fs_read(fs, ino_a, &v, 8, blk * BS + 16), 8);
+		assert_int_equal(v, ~pattern(blk * BS + 16));
 	}
-	/* the clients' writes reached the image */
-	int fd = open(img, O_RDONLY);
-	uint64_t v;
-
-	for (int i = 0; i < 2; i++) {
-		assert_int_equal(pread(fd, &v, 8, (NBLK - 1 - i) * (uint64_t)BS + 16), 8);
-		assert_int_equal(v, ~pattern((NBLK - 1 - i) * (uint64_t)BS + 16));
-	}
-	close(fd);
 	gs_attach_stop(s);
-	gs_q_close(q);
+}
+
+/* Raw requests: the reply's status, or -ECONNRESET when the server hung up. */
+static int raw(int fd, struct gs_att_msg *m, const void *payload)
+{
+	void *rp = NULL;
+	int ret;
+
+	m->h.magic = m->h.magic ? m->h.magic : GS_ATT_MAGIC;
+	m->h.version = GS_ATT_VERSION;
+	ret = gs_attach_send(fd, m, payload, NULL, 0);
+	if (!ret)
+		ret = gs_attach_recv(fd, m, &rp, 1 << 20, NULL, NULL);
+	free(rp);
+	return ret ? ret : m->h.status;
+}
+
+static int raw_fd(void)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	strcpy(sa.sun_path, sock);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return fd;
 }
 
 static void test_errors(void **state)
 {
-	struct gs_q_params qp = { .path = img, .flags = GS_Q_BUFFERED };
-	struct gs_attach_srv_params sp = { .sock_path = sock };
-	struct gs_attach_srv *s;
+	struct gs_attach_srv *s = start();
 	struct gs_attach *a;
 	struct gs_attach_obj obj;
-	struct gs_attach_ring r;
-	struct gs_q *q;
+	struct gs_attach_ring r[GS_ATT_MAX_RINGS];
+	struct gs_att_msg m;
+	struct stat st;
 	char p[64];
+	int fd;
 
 	assert_int_equal(gs_attach_connect(&a, "/nonexistent/sock"), -ENOENT);
 	assert_int_equal(gs_attach_sock_path("/mnt/gstore/", p, sizeof(p)), 0);
 	assert_string_equal(p, "/mnt/.gstore.gstore.sock");
 	assert_int_equal(gs_attach_sock_path("/mnt/gstore/", p, 8), -ENAMETOOLONG);
-	assert_int_equal(gs_q_open(&q, &qp), 0);
-	sp.q = q;
-	assert_int_equal(gs_attach_start(&s, &sp), 0);
+	/* anyone may connect: OPEN decides */
+	assert_int_equal(stat(sock, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0666);
+
 	assert_int_equal(gs_attach_connect(&a, sock), 0);
-	assert_int_equal(gs_attach_open(a, "x", 3000, &obj), -EINVAL);	/* not a power of 2 */
-	assert_int_equal(gs_attach_ring(a, 3, 4, 4, 4096, 0, &r), -EINVAL);	/* sq not pow2 */
-	assert_int_equal(gs_attach_ring(a, 8, 8, 8, 4096, 0, &r), 0);
-	gs_attach_ring_unmap(&r);
-	gs_attach_close(a);	/* the server drops the client's ring */
+	assert_int_equal(gs_attach_open(a, "arrays/a", 3000, 0, &obj), -EINVAL);	/* not 2^n */
+	assert_int_equal(gs_attach_open(a, "arrays/a", BS, 1u << 7, &obj), -EINVAL);	/* flag */
+	assert_int_equal(gs_attach_open(a, "arrays/nope", BS, 0, &obj), -ENOENT);
+	assert_int_equal(gs_attach_open(a, "arrays", BS, 0, &obj), -EISDIR);
+	assert_int_equal(gs_attach_open(a, "arrays/a/x", BS, 0, &obj), -ENOTDIR);
+	assert_int_equal(gs_attach_open(a, "arrays/../arrays/a", BS, 0, &obj), -EINVAL);
+	assert_int_equal(gs_attach_open(a, "/arrays//./a", BS, 0, &obj), 0);
+	free(obj.ext);
+	assert_int_equal(gs_attach_open(a, "arrays/empty", BS, 0, &obj), 0);
+	assert_int_equal(obj.next, 0);
+	free(obj.ext);
+	assert_int_equal(gs_attach_sync(a, ino_a), 0);
+	assert_int_equal(gs_attach_sync(a, ino_a + 1000), -EBADF);	/* not opened */
+	assert_int_equal(gs_attach_ring(a, 3, 4, 4, 4096, 0, &r[0]), -EINVAL);	/* sq not 2^n */
+	assert_int_equal(gs_attach_ring(a, 8, 8, 8, 4096, 1u << 5, &r[0]), -EINVAL);	/* flag */
+	assert_int_equal(gs_attach_ring(a, 8, 8, 8, GS_ATT_MAX_BUF + 1, 0, &r[0]), -EINVAL);
+	for (int i = 0; i < GS_ATT_MAX_RINGS; i++)
+		assert_int_equal(gs_attach_ring(a, 8, 8, 8, 4096, 0, &r[i]), 0);
+	assert_int_equal(gs_attach_ring(a, 8, 8, 8, 4096, 0, &r[0]), -EMFILE);
+	for (int i = 0; i < GS_ATT_MAX_RINGS; i++)
+		gs_attach_ring_unmap(&r[i]);
+	gs_attach_close(a);	/* the server drops the client's rings and leases */
+
+	/* the wire format's rules, with raw messages */
+	fd = raw_fd();
+	m = (struct gs_att_msg){ .h.op = GS_ATT_HELLO };
+	assert_int_equal(raw(fd, &m, NULL), 0);
+	assert_int_equal(m.u.hello.block_size, BS);
+	m = (struct gs_att_msg){ .h.op = GS_ATT_HELLO, .u.hello.rsvd0 = 1 };
+	assert_int_equal(raw(fd, &m, NULL), -EINVAL);
+	m = (struct gs_att_msg){ .h.op = GS_ATT_OP_NR };
+	assert_int_equal(raw(fd, &m, NULL), -EINVAL);
+	m = (struct gs_att_msg){ .h.op = 0 };
+	assert_int_equal(raw(fd, &m, NULL), -EINVAL);
+	m = (struct gs_att_msg){ .h.op = GS_ATT_HELLO, .h.len = 3 };
+	assert_int_equal(raw(fd, &m, "abc"), -EINVAL);		/* a payload where none goes */
+	m = (struct gs_att_msg){ .h.op = GS_ATT_OPEN, .h.len = 8, .u.open.block_size = BS,
+				 .u.open.rsvd1 = 1 };
+	assert_int_equal(raw(fd, &m, "arrays/a"), -EINVAL);
+	m = (struct gs_att_msg){ .h.op = GS_ATT_SYNC, .u.sync.ino = ino_a, .u.sync.rsvd[4] = 1 };
+	assert_int_equal(raw(fd, &m, NULL), -EINVAL);
+	m = (struct gs_att_msg){ .h.op = GS_ATT_HELLO, .h.magic = 0x1234 };
+	assert_int_equal(raw(fd, &m, NULL), -ECONNRESET);	/* not ours: hung up */
+	close(fd);
 	gs_attach_stop(s);
-	gs_q_close(q);
+}
+
+/* The memfd a client gets cannot be shrunk or grown under the daemon. */
+static void test_sealed(void **state)
+{
+	struct gs_attach_srv *s = start();
+	struct gs_att_msg m = { .h.op = GS_ATT_RING, .u.ring = { .sq_entries = 8,
+		.cq_entries = 8, .ncw = 8, .buf_bytes = 4096 } };
+	int fd = raw_fd(), fds[2], nfds = 0;
+	void *rp = NULL;
+
+	m.h.magic = GS_ATT_MAGIC;
+	m.h.version = GS_ATT_VERSION;
+	assert_int_equal(gs_attach_send(fd, &m, NULL, NULL, 0), 0);
+	assert_int_equal(gs_attach_recv(fd, &m, &rp, 0, fds, &nfds), 0);
+	assert_int_equal(m.h.status, 0);
+	assert_int_equal(nfds, 2);
+	assert_int_equal(ftruncate(fds[0], 0), -1);
+	assert_int_equal(errno, EPERM);
+	assert_int_equal(ftruncate(fds[0], m.u.ring.map_bytes * 2), -1);
+	assert_int_equal(fcntl(fds[0], F_ADD_SEALS, 0), -1);	/* sealed for good */
+	close(fds[0]);
+	close(fds[1]);
+	close(fd);
+	gs_attach_stop(s);
+}
+
+/* open(2)'s rules, for every class of peer. */
+static void test_may(void **state)
+{
+	gid_t g[] = { 30, 40 };
+	struct peer user = { .uid = 1000, .gid = 100, .ngroups = 2, .groups = g };
+	struct peer root = { .uid = 0, .gid = 0 };
+	struct gs_stat f = { .mode = S_IFREG | 0640, .uid = 1000, .gid = 40 };
+	struct gs_stat d = { .mode = S_IFDIR | 0710, .uid = 2000, .gid = 30 };
+
+	assert_int_equal(may(&user, &f, R_OK | W_OK), 0);		/* owner */
+	f.mode = S_IFREG | 0240;
+	assert_int_equal(may(&user, &f, R_OK), -EACCES);		/* owner bits rule */
+	f.uid = 2000;
+	assert_int_equal(may(&user, &f, R_OK), 0);			/* group (supplementary) */
+	assert_int_equal(may(&user, &f, W_OK), -EACCES);
+	f.gid = 50;
+	assert_int_equal(may(&user, &f, R_OK), -EACCES);		/* others: none */
+	f.mode = S_IFREG | 0604;
+	assert_int_equal(may(&user, &f, R_OK), 0);			/* others: read */
+	assert_int_equal(may(&user, &f, R_OK | W_OK), -EACCES);
+	assert_int_equal(may(&user, &d, X_OK), 0);			/* search by group */
+	assert_int_equal(may(&user, &d, R_OK), -EACCES);
+	user.gid = 30;
+	user.ngroups = 0;
+	assert_int_equal(may(&user, &d, X_OK), 0);			/* primary group */
+	f.mode = S_IFREG | 0000;
+	assert_int_equal(may(&root, &f, R_OK | W_OK), 0);		/* CAP_DAC_OVERRIDE */
+	assert_int_equal(may(&root, &f, X_OK), -EACCES);		/* no x bit at all */
+	d.mode = S_IFDIR | 0000;
+	assert_int_equal(may(&root, &d, X_OK), 0);
 }
 
 int main(void)
@@ -201,6 +343,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_two_clients),
 		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_sealed),
+		cmocka_unit_test(test_may),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -1,0 +1,704 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The attach server (attach_srv.h, protocol in uapi/gstore_attach.h).
+ *
+ * One listener thread accepts connections; each client is served by a
+ * thread of its own, so a client that sends half a message, or never reads
+ * its replies, holds up nobody but itself.  A client's state (its rings,
+ * its leases) belongs to its thread; the listener and gs_attach_stop()
+ * touch only the slot's state word and descriptor, under s->lock.
+ *
+ * What a client may do is decided here with its credentials, taken from
+ * the socket when it connected (SO_PEERCRED, SO_PEERGROUPS), and enforced
+ * below by the fs core: OPEN checks them against the path like open(2)
+ * and takes a direct lease on the object; the leases are bound to the
+ * client's rings, and the pollers refuse any request outside them.  A
+ * client therefore reaches exactly the objects it opened, with the access
+ * it opened them for, however it rewrites its rings.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "attach_srv.h"
+#include "gstore_q.h"
+#include "gstore_attach.h"
+#include "gs_log.h"
+
+#define DEF_CLIENTS	64
+#define EXT_FIRST	64	/* extents asked for before knowing how many */
+
+enum { CL_FREE, CL_RUN, CL_DONE };
+
+/* The peer's credentials when it connected. */
+struct peer {
+	uid_t uid;
+	gid_t gid;
+	int ngroups;
+	gid_t *groups;		/* supplementary groups, malloc'd */
+};
+
+struct srv_ring {
+	struct gs_ring *ring;
+	void *map;
+	size_t map_len;
+};
+
+struct srv_open {
+	struct gs_lease *l;
+	uint64_t ino, size;
+	unsigned lflags;	/* GS_LEASE_* it was taken with */
+};
+
+struct client {
+	struct gs_attach_srv *s;
+	int fd;
+	int state;		/* CL_*, under s->lock */
+	pthread_t th;
+	struct peer cred;
+	int allowed;		/* the mount would let this peer in at all */
+	struct srv_ring rings[GS_ATT_MAX_RINGS];
+	unsigned nrings;
+	struct srv_open opens[GS_ATT_MAX_OPENS];
+	unsigned nopens;
+};
+
+struct gs_attach_srv {
+	struct gs_attach_srv_params p;
+	char *path;
+	int lfd;
+	int stop_fd[2];		/* a byte on [1] stops the listener */
+	pthread_t th;
+	pthread_mutex_t lock;	/* client slots' state and fd */
+	struct client *cl;	/* [max_clients] */
+	uint64_t next_ring_id;	/* atomic */
+};
+
+/* A reply being built: the message, its payload and descriptors. */
+struct reply {
+	struct gs_att_msg m;
+	void *payload;		/* malloc'd */
+	int fds[2];
+	int nfds;
+	int close_fd0;		/* fds[0] is ours to close after sending */
+};
+
+/* ---- credentials and permissions ---- */
+
+/* Supplementary groups from /proc (kernels without SO_PEERGROUPS). */
+static int proc_groups(pid_t pid, uid_t uid, struct peer *p)
+{
+	char path[64], line[4096];
+	int ok = 0, n = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long u;
+
+		/* the pid could have been reused since connect(): same real uid */
+		if (sscanf(line, "Uid: %lu", &u) == 1)
+			ok = u == uid;
+		if (strncmp(line, "Groups:", 7))
+			continue;
+		p->groups = calloc(sizeof(line) / 2, sizeof(gid_t));
+		for (char *t = strtok(line + 7, " \t\n"); p->groups && t; t = strtok(NULL, " \t\n"))
+			p->groups[n++] = (gid_t)strtoul(t, NULL, 10);
+	}
+	fclose(f);
+	p->ngroups = n;
+	return ok ? 0 : -EACCES;
+}
+
+/*
+ * SO_PEERCRED is the peer's identity at connect(); SO_PEERGROUPS its
+ * supplementary groups at the same moment (no race with the pid being
+ * reused, unlike a later look at /proc, kept as the fallback).
+ */
+static int peer_creds(int fd, struct peer *p)
+{
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+	int ret;
+
+	memset(p, 0, sizeof(*p));
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0)
+		return -errno;
+	p->uid = cr.uid;
+	p->gid = cr.gid;
+	len = 64 * sizeof(gid_t);
+	for (;;) {
+		gid_t *g = realloc(p->groups, len ? len : sizeof(gid_t));
+
+		if (!g)
+			return -ENOMEM;
+		p->groups = g;
+		if (!getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, p->groups, &len)) {
+			p->ngroups = (int)(len / sizeof(gid_t));
+			return 0;
+		}
+		if (errno != ERANGE)
+			break;
+	}
+	ret = errno;
+	free(p->groups);
+	p->groups = NULL;
+	if (ret != ENOPROTOOPT)
+		return -ret;
+	return proc_groups(cr.pid, cr.uid, p);
+}
+
+static int in_group(const struct peer *p, gid_t gid)
+{
+	if (p->gid == gid)
+		return 1;
+	for (int i = 0; i < p->ngroups; i++)
+		if (p->groups[i] == gid)
+			return 1;
+	return 0;
+}
+
+/*
+ * May @p access @st for @mask (R_OK | W_OK | X_OK), as the kernel decides
+ * for a default_permissions mount: the owner's bits if the peer owns it,
+ * else the group's if it is in the group, else the others'.  Root passes
+ * read and write always and search on directories (CAP_DAC_OVERRIDE).
+ */
+static int may(const struct peer *p, const struct gs_stat *st, int mask)
+{
+	unsigned perm;
+
+	if (p->uid == 0) {
+		if (!(mask & X_OK) || S_ISDIR(st->mode) || (st->mode & 0111))
+			return 0;
+		return -EACCES;
+	}
+	if (p->uid == st->uid)
+		perm = (st->mode >> 6) & 7;
+	else if (in_group(p, st->gid))
+		perm = (st->mode >> 3) & 7;
+	else
+		perm = st->mode & 7;
+	return ((unsigned)mask & perm) == (unsigned)mask ? 0 : -EACCES;
+}
+
+/* Walk @path (relative to the mount, '/'-separated) from the root, with
+ * search permission on every directory passed, as path resolution needs. */
+static int resolve(struct gs_fs *fs, const struct peer *p, const char *path, struct gs_stat *st)
+{
+	char comp[GS_NAME_MAX + 1];
+	int ret = gs_fs_getattr(fs, GS_ROOT_INO, st);
+
+	while (!ret && *path) {
+		const char *e = strchr(path, '/');
+		size_t n = e ? (size_t)(e - path) : strlen(path);
+
+		if (n > GS_NAME_MAX)
+			return -ENAMETOOLONG;
+		memcpy(comp, path, n);
+		comp[n] = 0;
+		path += n + (e ? 1 : 0);
+		if (!n || !strcmp(comp, "."))
+			continue;
+		/* clients send realpath()s: a ".." would leave what they were given */
+		if (!strcmp(comp, ".."))
+			return -EINVAL;
+		if (st->type != GS_T_DIR)
+			return -ENOTDIR;
+		ret = may(p, st, X_OK);
+		if (!ret)
+			ret = gs_fs_lookup(fs, st->ino, comp, st);
+	}
+	return ret;
+}
+
+/* ---- ops ---- */
+
+static int all_zero(const void *p, size_t n)
+{
+	const unsigned char *b = p;
+
+	for (size_t i = 0; i < n; i++)
+		if (b[i])
+			return 0;
+	return 1;
+}
+
+static int op_hello(struct client *c, const char *path, struct reply *r)
+{
+	struct gs_att_hello *h = &r->m.u.hello;
+	struct gs_fs_statfs sf;
+	int ret;
+
+	if (!all_zero(h, sizeof(*h)))
+		return -EINVAL;
+	ret = gs_fs_statfs(c->s->p.fs, &sf);
+	if (ret)
+		return ret;
+	h->block_size = sf.block_size;
+	h->max_rings = GS_ATT_MAX_RINGS;
+	h->max_opens = GS_ATT_MAX_OPENS;
+	return 0;
+}
+
+/* The lease's extents in @bs units, into the reply's payload. */
+static int export_ext(struct gs_lease *l, uint32_t bs, struct reply *r)
+{
+	unsigned max = EXT_FIRST;
+	int n;
+
+	for (;;) {
+		void *ext = realloc(r->payload, (size_t)max * sizeof(struct gs_att_ext));
+
+		if (!ext)
+			return -ENOMEM;
+		r->payload = ext;
+		n = gs_fs_lease_export(l, bs, ext, max);
+		if (n < 0)
+			return n;
+		if ((unsigned)n <= max)
+			break;
+		if ((unsigned)n > GS_ATT_MAX_EXT)
+			return -E2BIG;
+		max = (unsigned)n;
+	}
+	r->m.u.open.next = (uint32_t)n;
+	r->m.h.len = (uint32_t)(n * sizeof(struct gs_att_ext));
+	return 0;
+}
+
+/* Bind @l to every ring of @c; on failure unbind what was bound. */
+static int bind_all(struct client *c, struct gs_lease *l)
+{
+	for (unsigned i = 0; i < c->nrings; i++) {
+		int ret = gs_fs_ring_bind(c->s->p.fs, c->rings[i].ring, l);
+
+		if (ret) {
+			while (i--)
+				gs_fs_ring_unbind(c->s->p.fs, c->rings[i].ring, l);
+			return ret;
+		}
+	}
+	return 0;
+}
+
+static void unbind_all(struct client *c, struct gs_lease *l)
+{
+	for (unsigned i = 0; i < c->nrings; i++)
+		gs_fs_ring_unbind(c->s->p.fs, c->rings[i].ring, l);
+}
+
+static int op_open(struct client *c, const char *path, struct reply *r)
+{
+	struct gs_att_open *o = &r->m.u.open;
+	struct gs_fs *fs = c->s->p.fs;
+	uint32_t bs = o->block_size;
+	struct srv_open *so;
+	struct gs_stat st;
+	int ret;
+
+	if (!path || bs < 512 || (bs & (bs - 1)) || (o->flags & ~GS_ATT_OPEN_FLAGS) ||
+	    o->rsvd0 || o->rsvd1)
+		return -EINVAL;
+	if (c->nopens == GS_ATT_MAX_OPENS)
+		return -EMFILE;
+	ret = resolve(fs, &c->cred, path, &st);
+	if (ret)
+		return ret;
+	if (st.type != GS_T_ARRAY)
+		return st.type == GS_T_DIR ? -EISDIR : -EINVAL;
+	ret = may(&c->cred, &st, R_OK | (o->flags & GS_ATT_OPEN_WRITE ? W_OK : 0));
+	if (ret)
+		return ret;
+	so = &c->opens[c->nopens];
+	*so = (struct srv_open){ .ino = st.ino, .size = st.size,
+				 .lflags = o->flags & GS_ATT_OPEN_WRITE ? GS_LEASE_WRITE :
+									  GS_LEASE_READ };
+	o->ino = st.ino;
+	o->size = st.size;
+	o->nblocks = (st.size + bs - 1) / bs;
+	o->next = 0;
+	if (!st.size) {	/* nothing to lease or address */
+		c->nopens++;
+		return 0;
+	}
+	ret = gs_fs_lease_begin(fs, st.ino, 0, st.size, so->lflags, &so->l);
+	if (ret)
+		return ret;
+	ret = export_ext(so->l, bs, r);
+	if (!ret)
+		ret = bind_all(c, so->l);
+	if (ret) {
+		gs_fs_lease_end(so->l);
+		return ret;
+	}
+	c->nopens++;
+	return 0;
+}
+
+static int op_ring(struct client *c, const char *path, struct reply *r)
+{
+	struct gs_att_ring *q = &r->m.u.ring;
+	struct gs_fs *fs = c->s->p.fs;
+	size_t rb, buf, total;
+	struct srv_ring *sr;
+	void *map;
+	int fd, ret;
+
+	if (q->flags & ~GS_ATT_RING_FLAGS)
+		return -EINVAL;
+	if (q->sq_entries > GS_ATT_MAX_ENTRIES || q->cq_entries > GS_ATT_MAX_ENTRIES ||
+	    q->ncw > GS_ATT_MAX_NCW || q->buf_bytes > GS_ATT_MAX_BUF)
+		return -EINVAL;
+	if (c->nrings == GS_ATT_MAX_RINGS)
+		return -EMFILE;
+	rb = (gs_ring_bytes(q->sq_entries, q->cq_entries, q->ncw) + 4095) & ~(size_t)4095;
+	buf = (q->buf_bytes + 4095) & ~(size_t)4095;
+	total = rb + buf;
+	fd = memfd_create("gstore-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return -errno;
+	/*
+	 * Sealed at its size before the client gets it: a client that could
+	 * shrink the memfd would turn our next touch of the ring or region
+	 * into a SIGBUS.
+	 */
+	if (ftruncate(fd, total) < 0 ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
+		ret = -errno;
+		goto close_fd;
+	}
+	map = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (map == MAP_FAILED) {
+		ret = -errno;
+		goto close_fd;
+	}
+	ret = gs_ring_init(map, rb, q->sq_entries, q->cq_entries, q->ncw, q->flags);
+	if (ret)
+		goto unmap;
+	/* no registered buffer: it would outlive this client's mapping */
+	ret = gs_fs_ring_add(fs, map, rb, buf ? (char *)map + rb : NULL, buf);
+	if (ret)
+		goto unmap;
+	for (unsigned i = 0; i < c->nopens && !ret; i++)
+		if (c->opens[i].l)
+			ret = gs_fs_ring_bind(fs, map, c->opens[i].l);
+	if (ret)
+		goto del_ring;
+	sr = &c->rings[c->nrings++];
+	sr->ring = map;
+	sr->map = map;
+	sr->map_len = total;
+	q->map_bytes = total;
+	q->buf_off = rb;
+	q->id = __atomic_add_fetch(&c->s->next_ring_id, 1, __ATOMIC_RELAXED);
+	r->fds[0] = fd;
+	r->close_fd0 = 1;
+	r->fds[1] = gs_fs_ring_kick_fd(fs);
+	r->nfds = 2;
+	return 0;
+del_ring:
+	gs_fs_ring_del(fs, map);
+unmap:
+	munmap(map, total);
+close_fd:
+	close(fd);
+	return ret;
+}
+
+/*
+ * SYNC: the client wrote the object through its rings.  A fresh lease on
+ * the same range writes back and drops the daemon's cached copies (what
+ * gs_fs_lease_begin() does); it is bound before the old one ends, so the
+ * client's rings never lose their bounds meanwhile.
+ */
+static int op_sync(struct client *c, const char *path, struct reply *r)
+{
+	struct gs_att_sync *sy = &r->m.u.sync;
+	struct gs_fs *fs = c->s->p.fs;
+	int found = 0, ret = 0;
+
+	if (!all_zero(sy->rsvd, sizeof(sy->rsvd)))
+		return -EINVAL;
+	for (unsigned i = 0; i < c->nopens && !ret; i++) {
+		struct srv_open *so = &c->opens[i];
+		struct gs_lease *nl;
+
+		if (so->ino != sy->ino)
+			continue;
+		found = 1;
+		if (!so->l)
+			continue;
+		ret = gs_fs_lease_begin(fs, so->ino, 0, so->size, so->lflags, &nl);
+		if (!ret)
+			ret = bind_all(c, nl);
+		if (ret)
+			break;
+		unbind_all(c, so->l);
+		ret = gs_fs_lease_end(so->l);
+		so->l = nl;
+	}
+	if (!found)
+		return -EBADF;	/* not an object this connection opened */
+	if (!ret && c->s->p.synced)
+		c->s->p.synced(c->s->p.arg, sy->ino);
+	return ret;
+}
+
+typedef int (*op_fn)(struct client *c, const char *path, struct reply *r);
+static const op_fn ops[] = {
+	[GS_ATT_HELLO] = op_hello,
+	[GS_ATT_OPEN] = op_open,
+	[GS_ATT_RING] = op_ring,
+	[GS_ATT_SYNC] = op_sync,
+};
+_Static_assert(sizeof(ops) / sizeof(ops[0]) == GS_ATT_OP_NR, "an op without a handler");
+
+/* ---- clients ---- */
+
+/* One request; < 0 drops the client (it broke the protocol or left). */
+static int serve_one(struct client *c)
+{
+	struct reply r = { .fds = { -1, -1 } };
+	void *payload;
+	int ret;
+
+	ret = gs_attach_recv(c->fd, &r.m, &payload, GS_ATT_PATH_MAX, NULL, NULL);
+	if (ret)
+		return ret;
+	r.m.h.len = 0;
+	if (!c->allowed)
+		r.m.h.status = -EACCES;
+	else if (r.m.h.status || !r.m.h.op || r.m.h.op >= GS_ATT_OP_NR ||
+		 (payload && r.m.h.op != GS_ATT_OPEN))
+		r.m.h.status = -EINVAL;
+	else
+		r.m.h.status = ops[r.m.h.op](c, payload, &r);
+	free(payload);
+	if (r.m.h.status) {
+		r.m.h.len = 0;
+		r.nfds = 0;
+	}
+	ret = gs_attach_send(c->fd, &r.m, r.payload, r.fds, r.nfds);
+	if (r.close_fd0)
+		close(r.fds[0]);	/* the client has its own now; our mapping stays */
+	free(r.payload);
+	return ret;
+}
+
+/* Undo what the client set up: rings first (their I/O uses the leases). */
+static void client_release(struct client *c)
+{
+	for (unsigned i = 0; i < c->nrings; i++) {
+		gs_fs_ring_del(c->s->p.fs, c->rings[i].ring);
+		munmap(c->rings[i].map, c->rings[i].map_len);
+	}
+	c->nrings = 0;
+	for (unsigned i = 0; i < c->nopens; i++)
+		if (c->opens[i].l)
+			gs_fs_lease_end(c->opens[i].l);
+	c->nopens = 0;
+	free(c->cred.groups);
+	c->cred.groups = NULL;
+}
+
+static void *client_thread(void *arg)
+{
+	struct client *c = arg;
+
+	while (serve_one(c) >= 0)
+		;
+	client_release(c);
+	/* the peer sees the end now; the descriptor stays ours until the join
+	 * (gs_attach_stop() may still shutdown() it: it must not be reused) */
+	shutdown(c->fd, SHUT_RDWR);
+	pthread_mutex_lock(&c->s->lock);
+	c->state = CL_DONE;	/* the listener or gs_attach_stop() joins us */
+	pthread_mutex_unlock(&c->s->lock);
+	return NULL;
+}
+
+/* Join finished clients' threads and free their slots; under s->lock. */
+static void reap(struct gs_attach_srv *s)
+{
+	for (uint32_t i = 0; i < s->p.max_clients; i++) {
+		struct client *c = &s->cl[i];
+
+		if (c->state != CL_DONE)
+			continue;
+		pthread_join(c->th, NULL);
+		close(c->fd);
+		c->fd = -1;
+		c->state = CL_FREE;
+	}
+}
+
+static void accept_one(struct gs_attach_srv *s)
+{
+	int fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC);
+	struct client *c = NULL;
+	int ret;
+
+	if (fd < 0)
+		return;
+	pthread_mutex_lock(&s->lock);
+	reap(s);
+	for (uint32_t i = 0; i < s->p.max_clients && !c; i++)
+		if (s->cl[i].state == CL_FREE)
+			c = &s->cl[i];
+	if (!c) {
+		ret = -EAGAIN;
+		goto refuse;
+	}
+	memset(c, 0, sizeof(*c));
+	c->s = s;
+	c->fd = fd;
+	ret = peer_creds(fd, &c->cred);
+	if (ret)
+		goto refuse;
+	c->allowed = s->p.allow_other || c->cred.uid == geteuid();
+	c->state = CL_RUN;
+	ret = -pthread_create(&c->th, NULL, client_thread, c);
+	if (ret) {
+		c->state = CL_FREE;
+		free(c->cred.groups);
+		goto refuse;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return;
+refuse:
+	if (c)
+		c->fd = -1;
+	pthread_mutex_unlock(&s->lock);
+	gs_warn("attach: refusing a client: %s", strerror(-ret));
+	close(fd);
+}
+
+static void *listen_thread(void *arg)
+{
+	struct gs_attach_srv *s = arg;
+
+	for (;;) {
+		struct pollfd pf[2] = {
+			{ .fd = s->lfd, .events = POLLIN },
+			{ .fd = s->stop_fd[0], .events = POLLIN },
+		};
+
+		if (poll(pf, 2, -1) < 0 && errno != EINTR)
+			break;
+		if (pf[1].revents)
+			break;
+		if (pf[0].revents & POLLIN)
+			accept_one(s);
+	}
+	return NULL;
+}
+
+int gs_attach_start(struct gs_attach_srv **sp, const struct gs_attach_srv_params *p)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct gs_attach_srv *s;
+	int ret;
+
+	if (!p || !p->sock_path || !p->fs || strlen(p->sock_path) >= sizeof(sa.sun_path))
+		return -EINVAL;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->p = *p;
+	if (!s->p.max_clients)
+		s->p.max_clients = DEF_CLIENTS;
+	s->path = strdup(p->sock_path);
+	s->cl = calloc(s->p.max_clients, sizeof(*s->cl));
+	if (!s->path || !s->cl) {
+		ret = -ENOMEM;
+		goto free_s;
+	}
+	for (uint32_t i = 0; i < s->p.max_clients; i++)
+		s->cl[i].fd = -1;
+	pthread_mutex_init(&s->lock, NULL);
+	if (pipe2(s->stop_fd, O_CLOEXEC) < 0) {
+		ret = -errno;
+		goto free_lock;
+	}
+	s->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s->lfd < 0) {
+		ret = -errno;
+		goto close_pipe;
+	}
+	strcpy(sa.sun_path, p->sock_path);
+	unlink(p->sock_path);	/* a stale socket of an earlier daemon */
+	/* connectable by anyone: each OPEN decides, with the peer's credentials */
+	if (bind(s->lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    chmod(p->sock_path, 0666) < 0 || listen(s->lfd, 16) < 0) {
+		ret = -errno;
+		gs_err("attach: %s: %s", p->sock_path, strerror(errno));
+		goto unlink_sock;
+	}
+	ret = -pthread_create(&s->th, NULL, listen_thread, s);
+	if (ret)
+		goto unlink_sock;
+	*sp = s;
+	return 0;
+unlink_sock:
+	unlink(p->sock_path);
+	close(s->lfd);
+close_pipe:
+	close(s->stop_fd[0]);
+	close(s->stop_fd[1]);
+free_lock:
+	pthread_mutex_destroy(&s->lock);
+free_s:
+	free(s->cl);
+	free(s->path);
+	free(s);
+	return ret;
+}
+
+void gs_attach_stop(struct gs_attach_srv *s)
+{
+	if (!s)
+		return;
+	if (write(s->stop_fd[1], "x", 1) != 1)
+		gs_warn("attach: stop: %s", strerror(errno));
+	pthread_join(s->th, NULL);
+	/* wake every client thread out of its recv/send; each then cleans up */
+	pthread_mutex_lock(&s->lock);
+	for (uint32_t i = 0; i < s->p.max_clients; i++)
+		if (s->cl[i].state != CL_FREE)
+			shutdown(s->cl[i].fd, SHUT_RDWR);
+	pthread_mutex_unlock(&s->lock);
+	for (uint32_t i = 0; i < s->p.max_clients; i++) {
+		struct client *c = &s->cl[i];
+		int st;
+
+		pthread_mutex_lock(&s->lock);
+		st = c->state;
+		pthread_mutex_unlock(&s->lock);
+		if (st == CL_FREE)
+			continue;
+		pthread_join(c->th, NULL);
+		close(c->fd);
+	}
+	unlink(s->path);
+	close(s->lfd);
+	close(s->stop_fd[0]);
+	close(s->stop_fd[1]);
+	pthread_mutex_destroy(&s->lock);
+	free(s->cl);
+	free(s->path);
+	free(s);
+}
