@@ -5,9 +5,14 @@
  * records and merged in place under a redo log.
  *
  * A graph lives in the filesystem as graph/NAME (a GS_T_GRAPH object) with
- * hidden internal objects for its pages.  Vertex ids are 0 .. nv-1.
- * Neighbour lists come back sorted by id; weights are f32 (1.0 when the
- * graph is unweighted).
+ * hidden internal objects for its pages.  Vertices are named by their ids
+ * (the edge list's numbers) everywhere except in the apps' arrays, which
+ * are indexed by vertex index 0 .. nv-1.  A graph with dense ids uses the
+ * id as the index; one whose ids are sparse (far above the edge count:
+ * 4294967295, 2^40, ...) keeps a map, so it costs what its vertices cost,
+ * not what its largest id would (info.id_map; gs_graph_vertex_id/index
+ * translate).  Neighbour lists come back sorted by id; weights are f32
+ * (1.0 when the graph is unweighted).
  *
  * Queries are answered synchronously (gs_graph_neighbors) or through
  * queues (the request/response model of GraphSSD): a caller submits many
@@ -58,6 +63,8 @@ enum {
 	GS_GRAPH_IMPORT_REPLACE = 1u << 5,	/* replace an existing graph NAME */
 	GS_GRAPH_IMPORT_SLACK = 1u << 6,	/* slack_pct is set (may be 0) */
 	GS_GRAPH_IMPORT_FIXED = 1u << 7,	/* fixed-width lists, not delta/varint coded */
+	GS_GRAPH_IMPORT_SPARSE_IDS = 1u << 8,	/* keep an id map whatever the ids */
+	GS_GRAPH_IMPORT_DENSE_IDS = 1u << 9,	/* ids are indices whatever they cost */
 };
 
 struct gs_graph_import_opts {
@@ -114,10 +121,20 @@ struct gs_graph_info {
 	uint32_t max_chain;	/* longest delta chain now */
 	uint32_t chain_max, slack_pct;
 	uint64_t merges;
+	uint32_t id_map;	/* 1: sparse ids, kept in a map (indices != ids) */
 };
 int gs_graph_info(struct gs_graph *g, struct gs_graph_info *gi);
 /* The text of graph/NAME/info; returns its length (or what it needs). */
 int gs_graph_info_text(struct gs_graph *g, char *buf, size_t size);
+
+/* ---- vertex ids and indices ---- */
+
+/* The index of vertex @id (-ENOENT: not a vertex, or removed). */
+int gs_graph_vertex_index(struct gs_graph *g, uint64_t id, uint64_t *idx);
+/* The ids of the vertices with indices first .. first + n - 1 (removed
+ * ones included; -ENOENT past nv).  On a graph without an id map, ids[i]
+ * is first + i. */
+int gs_graph_vertex_ids(struct gs_graph *g, uint64_t first, uint64_t n, uint64_t *ids);
 
 /* ---- queries ---- */
 
@@ -206,16 +223,21 @@ struct gs_graph_cursor {
 ssize_t gs_graph_edges_text(struct gs_graph *g, struct gs_graph_cursor *c, char *buf,
 			    size_t size);
 
-/* ---- apps (multithreaded over the queues) ---- */
+/* ---- apps (multithreaded over the queues) ----
+ *
+ * Result arrays have nv entries indexed by vertex index (see
+ * gs_graph_vertex_ids); vertices passed in (src, starts) and walked
+ * (paths) are ids. */
 
 struct gs_graph_app_opts {
 	unsigned threads;	/* worker threads (0: the graph's setting) */
 	unsigned batch;		/* requests per submit (0: 256) */
 };
-/* depth[v] = hops from @src, -1 unreachable. */
+/* depth[i] = hops from vertex @src to index i, -1 unreachable. */
 int gs_graph_bfs(struct gs_graph *g, uint64_t src, int64_t *depth,
 		 const struct gs_graph_app_opts *o);
-/* label[v] = smallest id of v's (weakly) connected component; returns the
+/* label[i] = the smallest index in i's (weakly) connected component (the
+ * smallest id's, unless vertices were added by updates); returns the
  * number of components. */
 int64_t gs_graph_cc(struct gs_graph *g, uint64_t *label, const struct gs_graph_app_opts *o);
 /* Pull PageRank, @iters iterations (dangling mass spread evenly). */

@@ -13,7 +13,15 @@
  *     vmap[2]   one bit per vertex: it has a list in the pages (A/B)
  *   delta     delta pages: update records chained per vertex
  *   redo      the page images of a merge in progress
- *   vdel[2]   sorted ids of removed vertices (A/B like gtt)
+ *   vdel[2]   sorted indices of removed vertices (A/B like gtt)
+ *   ids       GS_GRAPH_F_IDMAP only: the vertex id of each vertex index
+ *   ids_idx   GS_GRAPH_F_IDMAP only: the first id of each page of ids
+ *
+ * Vertices are numbered by index 0 .. nv-1; pages, GTTs, delta records and
+ * vdel hold indices.  Without GS_GRAPH_F_IDMAP a vertex's id is its index.
+ * With it (graphs whose ids are sparse), ids holds the id of index i at
+ * byte 8 * i: indices below nids_sorted have ascending ids (the import's),
+ * those from nids_sorted to nv the ids of vertices added since, in order.
  *
  * Everything is little-endian.  Every page and slot carries a crc32c.
  */
@@ -34,7 +42,8 @@
 #define GS_GRAPH_F_WEIGHTED	(1u << 1)
 #define GS_GRAPH_F_ID64		(1u << 2)	/* vertex ids 8 bytes (else 4) */
 #define GS_GRAPH_F_VARINT	(1u << 3)	/* lists delta/varint coded (below) */
-#define GS_GRAPH_F_KNOWN	0xfu
+#define GS_GRAPH_F_IDMAP	(1u << 4)	/* ids kept in ids_obj (sparse ids) */
+#define GS_GRAPH_F_KNOWN	0x1fu
 
 /* Vertex id that is never a vertex: end marker tuples, "no record". */
 #define GS_GRAPH_NONE		(~0ULL)
@@ -70,7 +79,10 @@ struct gs_graph_root {
 	__le64 merges;		/* merges done (also the redo sequence) */
 	__le32 slack_pct;	/* free space left in each page at build */
 	__le32 chain_max;	/* merge automatically past this delta chain length */
-	__le64 rsvd[8];
+	__le64 ids_obj;		/* GS_GRAPH_F_IDMAP: __le64 id per vertex index */
+	__le64 ids_idx_obj;	/* GS_GRAPH_F_IDMAP: __le64 first id per page of ids */
+	__le64 nids_sorted;	/* GS_GRAPH_F_IDMAP: indices with ascending ids */
+	__le64 rsvd[5];
 	__le32 rsvd2;
 	__le32 crc;		/* crc32c of this struct with crc = 0 */
 };

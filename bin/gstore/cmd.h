@@ -24,7 +24,7 @@
 	X(stat, "stat IMAGE|DEVICE|MOUNTPOINT",				\
 	  "superblock and usage summary")					\
 	X(import, "import array NAME FILE [--image IMG | --mount MNT] [--dtype T] [--shape S] [--raw] [--force]\n" \
-	  "       gstore import graph NAME FILE [--image IMG | --mount MNT] [--directed|--undirected] [--weighted|--unweighted] [--format text|mtx|sg|wsg] [--vertices N] [--slack PCT] [--chain-max N] [--mem SIZE] [--tmpdir DIR] [--id64] [--fixed-lists] [--force]", \
+	  "       gstore import graph NAME FILE [--image IMG | --mount MNT] [--directed|--undirected] [--weighted|--unweighted] [--format text|mtx|sg|wsg] [--vertices N] [--slack PCT] [--chain-max N] [--mem SIZE] [--tmpdir DIR] [--ids sparse|dense|auto] [--id64] [--fixed-lists] [--force]", \
 	  "copy a raw or .npy file into arrays/NAME; build graph/NAME from an edge list") \
 	X(export, "export array NAME OUT [--npy] [--image IMG | --mount MNT]", \
 	  "copy arrays/NAME out (raw, or .npy with --npy); OUT - is stdout") \

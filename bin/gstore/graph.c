@@ -211,6 +211,7 @@ static int ctl_text(const struct gs_graph_import_opts *o, char *buf, size_t size
 		{ GS_GRAPH_IMPORT_DIRECTED, "directed" }, { GS_GRAPH_IMPORT_UNDIRECTED, "undirected" },
 		{ GS_GRAPH_IMPORT_WEIGHTED, "weighted" }, { GS_GRAPH_IMPORT_UNWEIGHTED, "unweighted" },
 		{ GS_GRAPH_IMPORT_ID64, "id64" }, { GS_GRAPH_IMPORT_FIXED, "fixed" },
+		{ GS_GRAPH_IMPORT_SPARSE_IDS, "ids=sparse" }, { GS_GRAPH_IMPORT_DENSE_IDS, "ids=dense" },
 	};
 	int n = snprintf(buf, size, "auto\nformat=%s\n",
 			 o->format ? fmt_names[o->format] : "auto");
@@ -330,6 +331,7 @@ int cmd_import_graph(int argc, char **argv)
 		{ "id64", no_argument, NULL, '8' },
 		{ "fixed-lists", no_argument, NULL, 'L' },
 		{ "force", no_argument, NULL, 'f' },
+		{ "ids", required_argument, NULL, 'i' },
 		{ 0 }
 	};
 	struct gs_graph_import_opts o = { 0 };
@@ -358,6 +360,14 @@ int cmd_import_graph(int argc, char **argv)
 		case 'L': o.flags |= GS_GRAPH_IMPORT_FIXED; break;
 		case 'f': o.flags |= GS_GRAPH_IMPORT_REPLACE; break;
 		case 't': o.tmpdir = optarg; break;
+		case 'i':
+			if (!strcmp(optarg, "sparse"))
+				o.flags |= GS_GRAPH_IMPORT_SPARSE_IDS;
+			else if (!strcmp(optarg, "dense"))
+				o.flags |= GS_GRAPH_IMPORT_DENSE_IDS;
+			else if (strcmp(optarg, "auto"))
+				return gs_fail(2, "--ids takes sparse, dense or auto");
+			break;
 		case 'F':
 			for (x = 1; x < 5 && strcmp(optarg, fmt_names[x]); x++)
 				;
@@ -550,10 +560,10 @@ static int g_neighbors(struct gctx *c, int argc, char **argv)
 	ids = malloc(((size_t)n + 1) * sizeof(*ids));
 	w = malloc(((size_t)n + 1) * sizeof(*w));
 	n = gs_graph_neighbors(c->g, v, c->in ? GS_GRAPH_IN : GS_GRAPH_OUT, ids, w, (size_t)n);
-	for (int64_t i = 0; i < n; i++) {
-		struct gs_graph_info gi;
+	struct gs_graph_info gi;
 
-		gs_graph_info(c->g, &gi);
+	gs_graph_info(c->g, &gi);
+	for (int64_t i = 0; i < n; i++) {
 		if (gi.weighted)
 			printf("%" PRIu64 " %.9g\n", ids[i], (double)w[i]);
 		else
@@ -670,9 +680,23 @@ static uint64_t nvertices(struct gs_graph *g)
 	return gi.nv;
 }
 
+/* The id of every vertex index (results are arrays by index, output is by id). */
+static uint64_t *vertex_ids(struct gs_graph *g, uint64_t nv)
+{
+	uint64_t *ids = malloc((nv ? nv : 1) * sizeof(*ids));
+
+	if (ids && gs_graph_vertex_ids(g, 0, nv, ids)) {
+		free(ids);
+		ids = NULL;
+	}
+	if (!ids)
+		gs_fail(0, "vertex ids: out of memory");
+	return ids;
+}
+
 static int g_bfs(struct gctx *c, int argc, char **argv)
 {
-	uint64_t nv, reached = 0;
+	uint64_t nv, reached = 0, *ids;
 	int64_t *depth, maxd = 0;
 	double t0;
 	FILE *f;
@@ -684,9 +708,10 @@ static int g_bfs(struct gctx *c, int argc, char **argv)
 	depth = malloc((nv ? nv : 1) * sizeof(*depth));
 	t0 = now();
 	ret = depth ? gs_graph_bfs(c->g, c->source, depth, &c->ao) : -ENOMEM;
-	if (ret) {
+	ids = ret ? NULL : vertex_ids(c->g, nv);
+	if (ret || !ids) {
 		free(depth);
-		return close_graph(c, gs_fail(1, "bfs: %s", strerror(-ret)));
+		return close_graph(c, ret ? gs_fail(1, "bfs: %s", strerror(-ret)) : 1);
 	}
 	for (uint64_t v = 0; v < nv; v++)
 		if (depth[v] >= 0) {
@@ -697,15 +722,16 @@ static int g_bfs(struct gctx *c, int argc, char **argv)
 	       c->source, reached, maxd, now() - t0);
 	f = out_file(c);
 	for (uint64_t v = 0; f && v < nv; v++)
-		fprintf(f, "%" PRIu64 " %" PRId64 "\n", v, depth[v]);
+		fprintf(f, "%" PRIu64 " %" PRId64 "\n", ids[v], depth[v]);
 	out_close(c, f);
 	free(depth);
+	free(ids);
 	return close_graph(c, 0);
 }
 
 static int g_cc(struct gctx *c, int argc, char **argv)
 {
-	uint64_t nv, *label;
+	uint64_t nv, *label, *ids;
 	int64_t n;
 	double t0;
 	FILE *f;
@@ -716,22 +742,25 @@ static int g_cc(struct gctx *c, int argc, char **argv)
 	label = malloc((nv ? nv : 1) * sizeof(*label));
 	t0 = now();
 	n = label ? gs_graph_cc(c->g, label, &c->ao) : -ENOMEM;
-	if (n < 0) {
+	ids = n < 0 ? NULL : vertex_ids(c->g, nv);
+	if (n < 0 || !ids) {
 		free(label);
-		return close_graph(c, gs_fail(1, "cc: %s", strerror((int)-n)));
+		return close_graph(c, n < 0 ? gs_fail(1, "cc: %s", strerror((int)-n)) : 1);
 	}
 	printf("cc: %" PRId64 " components, %.3f s\n", n, now() - t0);
 	f = out_file(c);
+	/* labels are indices too: the component's smallest vertex */
 	for (uint64_t v = 0; f && v < nv; v++)
-		fprintf(f, "%" PRIu64 " %" PRIu64 "\n", v, label[v]);
+		fprintf(f, "%" PRIu64 " %" PRIu64 "\n", ids[v], ids[label[v]]);
 	out_close(c, f);
 	free(label);
+	free(ids);
 	return close_graph(c, 0);
 }
 
 static int g_pagerank(struct gctx *c, int argc, char **argv)
 {
-	uint64_t nv;
+	uint64_t nv, *ids;
 	double *rank, t0, sum = 0;
 	FILE *f;
 	int ret;
@@ -743,9 +772,10 @@ static int g_pagerank(struct gctx *c, int argc, char **argv)
 	t0 = now();
 	ret = rank ? gs_graph_pagerank(c->g, c->damping, (unsigned)c->iters, rank, &c->ao) :
 		     -ENOMEM;
-	if (ret) {
+	ids = ret ? NULL : vertex_ids(c->g, nv);
+	if (ret || !ids) {
 		free(rank);
-		return close_graph(c, gs_fail(1, "pagerank: %s", strerror(-ret)));
+		return close_graph(c, ret ? gs_fail(1, "pagerank: %s", strerror(-ret)) : 1);
 	}
 	for (uint64_t v = 0; v < nv; v++)
 		sum += rank[v];
@@ -757,7 +787,7 @@ static int g_pagerank(struct gctx *c, int argc, char **argv)
 		for (uint64_t v = 1; v < nv; v++)
 			if (rank[v] > rank[best])
 				best = v;
-		printf("  %" PRIu64 " %.9g\n", best, rank[best]);
+		printf("  %" PRIu64 " %.9g\n", ids[best], rank[best]);
 		rank[best] = -1 - rank[best];	/* taken; restored below */
 	}
 	for (uint64_t v = 0; v < nv; v++)
@@ -765,9 +795,10 @@ static int g_pagerank(struct gctx *c, int argc, char **argv)
 			rank[v] = -1 - rank[v];
 	f = out_file(c);
 	for (uint64_t v = 0; f && v < nv; v++)
-		fprintf(f, "%" PRIu64 " %.12g\n", v, rank[v]);
+		fprintf(f, "%" PRIu64 " %.12g\n", ids[v], rank[v]);
 	out_close(c, f);
 	free(rank);
+	free(ids);
 	return close_graph(c, 0);
 }
 
@@ -790,8 +821,11 @@ static int g_randomwalk(struct gctx *c, int argc, char **argv)
 		return close_graph(c, gs_fail(1, "randomwalk: %s", nv ? "out of memory" :
 					      "no vertices"));
 	}
+	/* spread over the vertex indices, walked from their ids */
 	for (uint64_t i = 0; i < c->walks; i++)
-		starts[i] = (i * 0x9e3779b97f4a7c15ULL ^ c->seed) % nv;
+		if (gs_graph_vertex_ids(c->g, (i * 0x9e3779b97f4a7c15ULL ^ c->seed) % nv, 1,
+					&starts[i]))
+			starts[i] = GS_GRAPH_NO_VERTEX;
 	t0 = now();
 	ret = gs_graph_randomwalk(c->g, starts, c->walks, len, c->seed, paths, &c->ao);
 	if (!ret) {
@@ -815,7 +849,7 @@ static int g_randomwalk(struct gctx *c, int argc, char **argv)
 
 static int g_mis(struct gctx *c, int argc, char **argv)
 {
-	uint64_t nv;
+	uint64_t nv, *ids;
 	uint8_t *in;
 	int64_t n;
 	double t0;
@@ -827,17 +861,19 @@ static int g_mis(struct gctx *c, int argc, char **argv)
 	in = malloc(nv ? nv : 1);
 	t0 = now();
 	n = in ? gs_graph_mis(c->g, c->seed, in, &c->ao) : -ENOMEM;
-	if (n < 0) {
+	ids = n < 0 ? NULL : vertex_ids(c->g, nv);
+	if (n < 0 || !ids) {
 		free(in);
-		return close_graph(c, gs_fail(1, "mis: %s", strerror((int)-n)));
+		return close_graph(c, n < 0 ? gs_fail(1, "mis: %s", strerror((int)-n)) : 1);
 	}
 	printf("mis: %" PRId64 " vertices, %.3f s\n", n, now() - t0);
 	f = out_file(c);
 	for (uint64_t v = 0; f && v < nv; v++)
 		if (in[v])
-			fprintf(f, "%" PRIu64 "\n", v);
+			fprintf(f, "%" PRIu64 "\n", ids[v]);
 	out_close(c, f);
 	free(in);
+	free(ids);
 	return close_graph(c, 0);
 }
 

@@ -9,10 +9,12 @@
  *                   with the line's errno; fsync makes them durable
  *   ctl             "merge", "sync"; "directed", "undirected", "weighted",
  *                   "unweighted", "format=text|mtx|sg|wsg|auto", "slack=N",
- *                   "chain_max=N", "vertices=N", "id64", "fixed" set how the
+ *                   "chain_max=N", "vertices=N", "ids=sparse|dense|auto",
+ *                   "id64", "fixed" set how the
  *                   next edges build reads (gs_graph_import_opts); "auto"
  *                   clears them
- *   v<ID>/          looked up, never listed; ENOENT past the vertices:
+ *   v<ID>/          looked up, never listed (ids, sparse or dense); ENOENT for
+ *                   an id that is no vertex:
  *     neighbors     ids, little-endian at the graph's id width
  *     neighbors.txt one id per line
  *     weights       f32 little-endian, in neighbour order
@@ -610,6 +612,16 @@ static int ctl_setting(struct build_opts *bo, const char *cmd)
 	}
 	if (klen == 8 && !strncmp(cmd, "vertices", 8))
 		return parse_num(val, UINT64_MAX - 1, &bo->nv);
+	if (klen == 3 && !strncmp(cmd, "ids", 3)) {
+		bo->flags &= ~(GS_GRAPH_IMPORT_SPARSE_IDS | GS_GRAPH_IMPORT_DENSE_IDS);
+		if (!strcmp(val, "sparse"))
+			bo->flags |= GS_GRAPH_IMPORT_SPARSE_IDS;
+		else if (!strcmp(val, "dense"))
+			bo->flags |= GS_GRAPH_IMPORT_DENSE_IDS;
+		else if (strcmp(val, "auto"))
+			return -EINVAL;
+		return 0;
+	}
 	return -EINVAL;
 }
 

@@ -76,6 +76,24 @@ int gr_root_commit(struct gs_graph *g)
 	return gr_root_write(g->st, &g->root);
 }
 
+unsigned gr_root_objects(const struct gs_graph_root *r, uint64_t *objs)
+{
+	const __le64 all[GR_ROOT_OBJS] = {
+		r->dir[0].pages_obj, r->dir[0].gtt_obj, r->dir[0].gtt_alt,
+		r->dir[0].vmap_obj, r->dir[0].vmap_alt,
+		r->dir[1].pages_obj, r->dir[1].gtt_obj, r->dir[1].gtt_alt,
+		r->dir[1].vmap_obj, r->dir[1].vmap_alt,
+		r->delta_obj, r->redo_obj, r->vdel_obj, r->vdel_alt,
+		r->ids_obj, r->ids_idx_obj,
+	};
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < GR_ROOT_OBJS; i++)
+		if (all[i])
+			objs[n++] = le64toh(all[i]);
+	return n;
+}
+
 /* ---- handles ---- */
 
 int gr_graph_new(struct gs_graph **gp)
@@ -159,6 +177,7 @@ void gr_graph_free(struct gs_graph *g)
 		free(g->dir[d].pend);
 	}
 	gr_map_free(&g->vdel);
+	gr_ids_free(&g->ids);
 	free(g->vops);
 	if (g->sckey_ok) {
 		/* delete first: no destructor can run on a scratch freed below */
@@ -187,7 +206,7 @@ int gr_scratch_init(struct gr_scratch *sc, uint32_t page_size)
 	sc->dpage = gr_page_alloc(page_size);
 	sc->mdir = -1;
 	sc->dmemo = GS_GRAPH_NONE;
-	if (!sc->page || !sc->dpage) {
+	if (!sc->page || !sc->dpage || gr_idcache_init(&sc->ic, 1, page_size)) {
 		gr_scratch_free(sc);
 		return -ENOMEM;
 	}
@@ -202,6 +221,7 @@ void gr_scratch_free(struct gr_scratch *sc)
 	gr_list_free(&sc->tmp);
 	free(sc->ops);
 	free(sc->buf);
+	gr_idcache_free(&sc->ic);
 	memset(sc, 0, sizeof(*sc));
 }
 
@@ -373,6 +393,9 @@ int gr_graph_open_store(struct gr_store *st, struct gs_fs *fs, uint64_t ino, uns
 	}
 	g->nv = le64toh(g->root.nv);
 	g->ne = le64toh(g->root.ne);
+	ret = gr_ids_open(&g->ids, st, &g->root, g->nv);
+	if (ret)
+		gs_err("graph %" PRIu64 ": its id map is corrupt", ino);
 	for (unsigned d = 0; d < g->ndirs && !ret; d++) {
 		ret = gr_load_gtt(g, d);
 		if (!ret)
@@ -596,19 +619,36 @@ const struct gr_engine gr_engine_pages = {
 	.prepare = pages_prepare,
 };
 
-static int64_t query(struct gs_graph *g, unsigned dir, uint64_t v, bool degree_only,
-		     struct gr_scratch **scp)
+/*
+ * A query by vertex id: the index first (sparse ids: a look in the map),
+ * then the engine; with @want_ids the list comes back as ids, still
+ * sorted (an index list is an id list when ids are not mapped).
+ */
+static int64_t query(struct gs_graph *g, unsigned dir, uint64_t id, bool degree_only,
+		     bool want_ids, struct gr_scratch **scp)
 {
 	struct gr_scratch *sc = gr_thread_scratch(g);
+	uint64_t v;
+	int64_t r;
+	int ret;
 
 	*scp = sc;
 	if (!sc)
 		return -ENOMEM;
 	if (dir > GS_GRAPH_IN)
 		return -EINVAL;
+	ret = gr_ids_index(&g->ids, &sc->ic, id, &v);
+	if (ret)
+		return ret;
 	sc->mdir = -1;
 	__atomic_add_fetch(&g->stats.queries, 1, __ATOMIC_RELAXED);
-	return g->eng->get(g, dir, v, &sc->l, sc, degree_only);
+	r = g->eng->get(g, dir, v, &sc->l, sc, degree_only);
+	if (r > 0 && want_ids) {
+		ret = gr_ids_list(&g->ids, &sc->ic, sc->l.ids, sc->l.w, (size_t)r);
+		if (ret)
+			return ret;
+	}
+	return r;
 }
 
 int64_t gs_graph_degree(struct gs_graph *g, uint64_t v, unsigned dir)
@@ -617,7 +657,7 @@ int64_t gs_graph_degree(struct gs_graph *g, uint64_t v, unsigned dir)
 	int64_t r;
 
 	pthread_rwlock_rdlock(&g->lock);
-	r = query(g, dir, v, true, &sc);
+	r = query(g, dir, v, true, false, &sc);
 	pthread_rwlock_unlock(&g->lock);
 	return r;
 }
@@ -629,7 +669,7 @@ int64_t gs_graph_neighbors(struct gs_graph *g, uint64_t v, unsigned dir, uint64_
 	int64_t r;
 
 	pthread_rwlock_rdlock(&g->lock);
-	r = query(g, dir, v, false, &sc);
+	r = query(g, dir, v, !ids && !weights, (ids || weights) && cap, &sc);
 	if (r > 0) {
 		size_t n = (size_t)r < cap ? (size_t)r : cap;
 
@@ -662,14 +702,17 @@ static int64_t find_id(const struct gr_list *l, uint64_t v)
 int gs_graph_edge_weight(struct gs_graph *g, uint64_t u, uint64_t v, float *w)
 {
 	struct gr_scratch *sc;
+	uint64_t vi;
 	int64_t r, i;
 
 	pthread_rwlock_rdlock(&g->lock);
-	r = query(g, GS_GRAPH_OUT, u, false, &sc);
-	if (r >= 0 && !gr_vertex_ok(g, v))
+	r = query(g, GS_GRAPH_OUT, u, false, false, &sc);
+	if (r >= 0)
+		r = gr_ids_index(&g->ids, &sc->ic, v, &vi);
+	if (r >= 0 && !gr_vertex_ok(g, vi))
 		r = -ENOENT;
 	if (r >= 0) {
-		i = find_id(&sc->l, v);
+		i = find_id(&sc->l, vi);
 		if (i < 0)
 			r = -ENOENT;
 		else if (w)
@@ -687,6 +730,8 @@ static int edge_line(struct gs_graph *g, char *buf, size_t size, uint64_t u, uin
 	return snprintf(buf, size, "%" PRIu64 " %" PRIu64 "\n", u, v);
 }
 
+/* Vertices in index order (ascending ids, then those added by updates),
+ * each list by ascending id; the cursor counts indices and list entries. */
 ssize_t gs_graph_edges_text(struct gs_graph *g, struct gs_graph_cursor *c, char *buf,
 			    size_t size)
 {
@@ -701,18 +746,25 @@ ssize_t gs_graph_edges_text(struct gs_graph *g, struct gs_graph_cursor *c, char 
 	pthread_rwlock_rdlock(&g->lock);
 	sc->mdir = -1;
 	for (; c->v < g->nv; c->v++, c->i = 0) {
+		uint64_t u;
+
 		n = g->eng->get(g, GS_GRAPH_OUT, c->v, &sc->l, sc, false);
 		if (n == -ENOENT)
 			continue;
+		if (n >= 0)
+			n = gr_ids_id(&g->ids, &sc->ic, c->v, &u);
+		if (n >= 0)
+			n = gr_ids_list(&g->ids, &sc->ic, sc->l.ids, sc->l.w, sc->l.n);
 		if (n < 0)
 			break;
+		n = (int64_t)sc->l.n;
 		for (; c->i < (uint64_t)n; c->i++) {
 			uint64_t v = sc->l.ids[c->i];
 			int k;
 
-			if (!g->directed && v < c->v)
+			if (!g->directed && v < u)
 				continue;	/* an undirected edge once, from its smaller end */
-			k = edge_line(g, buf + len, size - len, c->v, v, sc->l.w[c->i]);
+			k = edge_line(g, buf + len, size - len, u, v, sc->l.w[c->i]);
 			if ((size_t)k >= size - len)
 				goto out;
 			len += (size_t)k;
@@ -721,6 +773,39 @@ ssize_t gs_graph_edges_text(struct gs_graph *g, struct gs_graph_cursor *c, char 
 out:
 	pthread_rwlock_unlock(&g->lock);
 	return n < 0 && n != -ENOENT && !len ? (ssize_t)n : (ssize_t)len;
+}
+
+/* ---- vertex ids and indices ---- */
+
+int gs_graph_vertex_index(struct gs_graph *g, uint64_t id, uint64_t *idx)
+{
+	struct gr_scratch *sc = gr_thread_scratch(g);
+	int ret;
+
+	if (!sc)
+		return -ENOMEM;
+	pthread_rwlock_rdlock(&g->lock);
+	ret = gr_ids_index(&g->ids, &sc->ic, id, idx);
+	if (!ret && !gr_vertex_ok(g, *idx))
+		ret = -ENOENT;
+	pthread_rwlock_unlock(&g->lock);
+	return ret;
+}
+
+int gs_graph_vertex_ids(struct gs_graph *g, uint64_t first, uint64_t n, uint64_t *ids)
+{
+	struct gr_scratch *sc = gr_thread_scratch(g);
+	int ret = 0;
+
+	if (!sc)
+		return -ENOMEM;
+	pthread_rwlock_rdlock(&g->lock);
+	if (first > g->nv || n > g->nv - first)
+		ret = -ENOENT;
+	for (uint64_t i = 0; i < n && !ret; i++)
+		ret = gr_ids_id(&g->ids, &sc->ic, first + i, &ids[i]);
+	pthread_rwlock_unlock(&g->lock);
+	return ret;
 }
 
 /* ---- info ---- */
@@ -739,6 +824,7 @@ int gs_graph_info(struct gs_graph *g, struct gs_graph_info *gi)
 	memset(gi, 0, sizeof(*gi));
 	pthread_rwlock_rdlock(&g->lock);
 	gi->nv = g->nv;
+	gi->id_map = g->ids.on;
 	gi->ne = g->ne;
 	gi->directed = g->directed;
 	gi->weighted = g->weighted;
@@ -750,14 +836,11 @@ int gs_graph_info(struct gs_graph *g, struct gs_graph_info *gi)
 	}
 	if (g->eng == &gr_engine_pages) {
 		const struct gs_graph_root *r = &g->root;
-		uint64_t objs[] = { r->dir[0].pages_obj, r->dir[0].gtt_obj, r->dir[0].gtt_alt,
-				    r->dir[0].vmap_obj, r->dir[0].vmap_alt,
-				    r->dir[1].pages_obj, r->dir[1].gtt_obj, r->dir[1].gtt_alt,
-				    r->dir[1].vmap_obj, r->dir[1].vmap_alt,
-				    r->delta_obj, r->redo_obj, r->vdel_obj, r->vdel_alt };
+		uint64_t objs[GR_ROOT_OBJS];
+		unsigned n = gr_root_objects(r, objs);
 
-		for (unsigned i = 0; i < sizeof(objs) / sizeof(objs[0]); i++)
-			gi->disk_bytes += obj_bytes(g, le64toh(objs[i]));
+		for (unsigned i = 0; i < n; i++)
+			gi->disk_bytes += obj_bytes(g, objs[i]);
 		gi->disk_bytes += obj_bytes(g, g->st->root);
 		gi->delta_bytes = le64toh(r->delta_len);
 		gi->merges = le64toh(r->merges);
@@ -796,11 +879,12 @@ int gs_graph_info_text(struct gs_graph *g, char *buf, size_t size)
 			"max_chain: %u\n"
 			"chain_max: %u\n"
 			"slack_pct: %u\n"
-			"merges: %" PRIu64 "\n",
+			"merges: %" PRIu64 "\n"
+			"id_map: %s\n",
 			i.nv, i.ne, i.directed ? "yes" : "no", i.weighted ? "yes" : "no",
 			i.id_bytes, i.page_size, i.pages[0], i.pages[1], i.disk_bytes, i.removed,
 			i.delta_bytes, i.delta_records, i.log_ops, i.max_chain, i.chain_max,
-			i.slack_pct, i.merges);
+			i.slack_pct, i.merges, i.id_map ? "yes" : "no");
 }
 
 void gs_graph_get_stats(struct gs_graph *g, struct gs_graph_stats *st)

@@ -22,6 +22,7 @@ struct chunk {
 	unsigned n;
 	struct gs_graph_req *r[CHUNK_DENSE];
 	uint64_t key[CHUNK_DENSE];	/* order keys (engines without one: vertices) */
+	uint64_t v[CHUNK_DENSE];	/* vertex indices, GS_GRAPH_NONE: no such id */
 };
 
 struct gr_pool {
@@ -54,13 +55,24 @@ static void qwait(struct gs_graph_queue *q)
 	q->waiters--;
 }
 
-static void complete(struct gs_graph_queue *q, struct gs_graph_req *r, struct gr_list *l)
+static void complete(struct gs_graph_queue *q, struct gs_graph_req *r, struct gr_list *l,
+		     struct gr_scratch *sc)
 {
+	struct gs_graph *g = q->g;
 	size_t n;
+	int ret;
 
 	if (r->res < 0 || (r->flags & GS_GRAPH_REQ_DEGREE))
 		goto out;
 	n = (size_t)r->res;
+	/* the caller's requests speak ids; the apps' (GR_REQ_INDEX) indices */
+	if (n && g->ids.on && !(r->flags & GR_REQ_INDEX)) {
+		ret = gr_ids_list(&g->ids, &sc->ic, l->ids, l->w, n);
+		if (ret) {
+			r->res = ret;
+			goto out;
+		}
+	}
 	if (r->flags & GS_GRAPH_REQ_ALLOC) {
 		r->ids = malloc((n ? n : 1) * sizeof(*r->ids));
 		r->weights = NULL;
@@ -116,10 +128,12 @@ static void run_chunk(struct gs_graph *g, struct chunk *c, struct gr_scratch *sc
 
 		if (r->dir > GS_GRAPH_IN)
 			r->res = -EINVAL;
+		else if (c->v[i] == GS_GRAPH_NONE)
+			r->res = -ENOENT;
 		else
-			r->res = g->eng->get(g, r->dir, r->vertex, &sc->l, sc,
+			r->res = g->eng->get(g, r->dir, c->v[i], &sc->l, sc,
 					     r->flags & GS_GRAPH_REQ_DEGREE);
-		complete(q, r, &sc->l);
+		complete(q, r, &sc->l, sc);
 	}
 	pthread_rwlock_unlock(&g->lock);
 	__atomic_add_fetch(&g->stats.queries, c->n, __ATOMIC_RELAXED);
@@ -274,7 +288,7 @@ void gs_graph_queue_destroy(struct gs_graph_queue *q)
 }
 
 struct keyed {
-	uint64_t key;
+	uint64_t key, v;	/* order key, vertex index */
 	struct gs_graph_req *r;
 };
 
@@ -320,16 +334,25 @@ static int submit_sorted(struct gs_graph_queue *q, struct gs_graph_req **reqs, u
 	struct gr_pool *p = g->pool;
 	struct chunk *first = NULL, *last = NULL;
 	struct keyed *k = malloc(n * sizeof(*k));
+	struct gr_scratch *sc = gr_thread_scratch(g);	/* the submitter's id lookups */
 	unsigned nchunks = 0;
 
-	if (!k)
+	if (!k || !sc) {
+		free(k);
 		return -ENOMEM;
+	}
 	pthread_rwlock_rdlock(&g->lock);
 	for (unsigned i = 0; i < n; i++) {
+		uint64_t v = reqs[i]->vertex;
+
 		k[i].r = reqs[i];
-		k[i].key = !g->eng->order ? reqs[i]->vertex :
-			   reqs[i]->dir <= GS_GRAPH_IN ?
-			   g->eng->order(g, reqs[i]->dir, reqs[i]->vertex) : 0;
+		if (!(reqs[i]->flags & GR_REQ_INDEX) &&
+		    gr_ids_index(&g->ids, &sc->ic, reqs[i]->vertex, &v))
+			v = GS_GRAPH_NONE;	/* completes with -ENOENT */
+		k[i].v = v;
+		k[i].key = !g->eng->order ? v :
+			   reqs[i]->dir <= GS_GRAPH_IN && v != GS_GRAPH_NONE ?
+			   g->eng->order(g, reqs[i]->dir, v) : 0;
 	}
 	pthread_rwlock_unlock(&g->lock);
 	if (g->eng->order && !keys_sorted(k, n))
@@ -355,6 +378,7 @@ static int submit_sorted(struct gs_graph_queue *q, struct gs_graph_req **reqs, u
 		for (unsigned j = 0; j < m; j++) {
 			c->r[j] = k[i + j].r;
 			c->key[j] = k[i + j].key;
+			c->v[j] = k[i + j].v;
 		}
 		if (last)
 			last->next = c;

@@ -254,29 +254,11 @@ int gs_graph_import(struct gs_fs *fs, const char *name, const char *path,
 	return ret;
 }
 
-/* The internal objects a committed root names. */
-static unsigned root_objects(const struct gs_graph_root *r, uint64_t *objs)
-{
-	uint64_t all[] = {
-		r->dir[0].pages_obj, r->dir[0].gtt_obj, r->dir[0].gtt_alt,
-		r->dir[0].vmap_obj, r->dir[0].vmap_alt,
-		r->dir[1].pages_obj, r->dir[1].gtt_obj, r->dir[1].gtt_alt,
-		r->dir[1].vmap_obj, r->dir[1].vmap_alt,
-		r->delta_obj, r->redo_obj, r->vdel_obj, r->vdel_alt,
-	};
-	unsigned n = 0;
-
-	for (unsigned i = 0; i < sizeof(all) / sizeof(all[0]); i++)
-		if (all[i])
-			objs[n++] = le64toh(all[i]);
-	return n;
-}
-
 int gr_rebuild_ino(struct gs_fs *fs, uint64_t ino, int fd, const struct gs_graph_import_opts *o)
 {
 	struct gs_graph_root old;
 	struct gr_store *st;
-	uint64_t objs[24];
+	uint64_t objs[GR_ROOT_OBJS];
 	unsigned n = 0;
 	int ret;
 
@@ -284,7 +266,7 @@ int gr_rebuild_ino(struct gs_fs *fs, uint64_t ino, int fd, const struct gs_graph
 	if (ret)
 		return ret;
 	if (!gr_root_read(st, &old))
-		n = root_objects(&old, objs);
+		n = gr_root_objects(&old, objs);
 	ret = gr_build(st, fd, o);
 	st->ops->destroy(st);
 	if (ret)

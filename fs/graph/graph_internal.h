@@ -7,7 +7,8 @@
  *   graph_store.c   the page-store interface: gs_fs internal objects, memory
  *   graph_parse.c   SNAP text / Matrix Market / GAP .sg/.wsg readers
  *   graph_sort.c    edge sorting, external (runs in temp files) when large
- *   graph_build.c   import: parse -> sort -> pages + GTT -> publish
+ *   graph_build.c   import: parse -> sort -> [id map] -> pages + GTT -> publish
+ *   graph_ids.c     vertex ids <-> vertex indices (sparse ids: the id map)
  *   graph.c         open/close, root slots, queries
  *   graph_update.c  update log, delta records, sync
  *   graph_merge.c   merge under a redo log, recovery
@@ -38,6 +39,7 @@
 #define GR_DEF_CHAIN_MAX	16
 #define GR_DEF_WORKERS		8
 #define GR_DEF_LOG_OPS		(1u << 20)	/* sync the log past this many ops */
+#define GR_DENSE_GROW		65536	/* +v past nv + this (and nv) on dense ids: ERANGE */
 #define GR_MAX_PAGE		65536
 #define GR_FOOT			((uint32_t)sizeof(struct gs_graph_page_foot))
 
@@ -177,11 +179,19 @@ struct gr_packer {
 	gr_page_sink sink;
 	void *arg;
 	uint64_t pages;		/* pages emitted */
+	bool lopen;		/* large vertex lv is being packed in parts */
+	uint64_t lv;
+	uint32_t lflags;	/* GTT flags of its next page */
 };
 int gr_pack_init(struct gr_packer *pk, const struct gr_geom *gm, uint32_t slack_pct,
 		 uint32_t seq, gr_page_sink sink, void *arg);
 int gr_pack_vertex(struct gr_packer *pk, uint64_t v, const uint64_t *ids, const float *w,
 		   uint64_t deg);
+/* A list too long to hold whole comes in parts: this packs whole pages of
+ * the front of ids[0..n) as chunks of large vertex @v (always leaving some)
+ * and says how many it took; gr_pack_vertex(@v, the rest) ends it. */
+int gr_pack_part(struct gr_packer *pk, uint64_t v, const uint64_t *ids, const float *w,
+		 uint64_t n, uint64_t *took);
 int gr_pack_finish(struct gr_packer *pk);
 void gr_pack_free(struct gr_packer *pk);
 
@@ -227,6 +237,53 @@ uint32_t *gr_map_put(struct gr_map *m, uint64_t k, uint32_t v0, bool *added);
 int gr_map_del(struct gr_map *m, uint64_t k);
 void gr_map_clear(struct gr_map *m);
 void gr_map_free(struct gr_map *m);
+
+/* ---- vertex ids <-> vertex indices (graph_ids.c) ---- */
+
+/* Pages of a graph's sorted ids: a direct-mapped set of @n pages (1: a memo). */
+struct gr_idcache {
+	uint64_t *tag;		/* page number + 1 held in each slot, 0: none */
+	uint8_t *pages;
+	uint64_t n;
+	uint32_t ps;
+};
+int gr_idcache_init(struct gr_idcache *c, uint64_t n, uint32_t page_size);
+void gr_idcache_free(struct gr_idcache *c);
+
+/* A graph's id map (GS_GRAPH_F_IDMAP); !on: a vertex's id is its index. */
+struct gr_ids {
+	bool on;
+	struct gr_store *st;	/* the sorted ids are read from obj ... */
+	uint64_t obj, idx_obj;
+	const uint64_t *all;	/* ... or, if set, all lie here (the CSR baseline) */
+	uint64_t nsorted;	/* indices 0 .. nsorted-1 have ascending ids */
+	uint64_t *first;	/* first id of each page of sorted ids */
+	uint64_t npages;
+	uint32_t per;		/* ids per page */
+	uint64_t *tail;		/* id of index nsorted + k: vertices added by updates */
+	uint64_t ntail, tailcap, tsynced;	/* tsynced: tail ids written to obj */
+	struct gr_map tmap;	/* tail id -> k */
+};
+/* Load the map a root names (nothing to load without GS_GRAPH_F_IDMAP). */
+int gr_ids_open(struct gr_ids *m, struct gr_store *st, const struct gs_graph_root *r, uint64_t nv);
+/* A map held in memory: @ids (n ids by index, the first nsorted ascending;
+ * freed with the map). */
+int gr_ids_from_array(struct gr_ids *m, uint64_t *ids, uint64_t n, uint64_t nsorted);
+void gr_ids_free(struct gr_ids *m);
+/* Index of vertex id @id: 0 or -ENOENT (unmapped graphs: the id itself,
+ * which the caller checks against nv), -EIO. */
+int gr_ids_index(const struct gr_ids *m, struct gr_idcache *c, uint64_t id, uint64_t *idx);
+/* Id of index @idx (< nv). */
+int gr_ids_id(const struct gr_ids *m, struct gr_idcache *c, uint64_t idx, uint64_t *id);
+/* Indices ids[0..n) (ascending) to ids in place, still ascending: added
+ * vertices may move, their weights @w (may be NULL) with them. */
+int gr_ids_list(const struct gr_ids *m, struct gr_idcache *c, uint64_t *ids, float *w, size_t n);
+/* A vertex added by an update: index nsorted + ntail; pop undoes the last
+ * one not yet synced. */
+int gr_ids_add(struct gr_ids *m, uint64_t id);
+void gr_ids_pop(struct gr_ids *m);
+/* Write the added ids not yet in obj (before the root commit naming them). */
+int gr_ids_sync(struct gr_ids *m);
 
 /* ---- page stores (graph_store.c) ---- */
 
@@ -286,6 +343,9 @@ struct gr_engine {
 			unsigned n);
 	void (*close)(struct gs_graph *g);
 };
+/* gs_graph_req.flags of the apps' own requests: vertex and the returned
+ * list are vertex indices, not ids. */
+#define GR_REQ_INDEX	(1u << 31)
 /* At most this many bytes of a chunk are hinted at once. */
 #define GR_WIN_BYTES	(64u << 10)
 extern const struct gr_engine gr_engine_pages;
@@ -298,14 +358,17 @@ struct gr_scratch {
 	uint64_t mpage;
 	uint8_t *dpage;		/* a delta page */
 	uint64_t dmemo;		/* its offset, GS_GRAPH_NONE none */
+	uint64_t dgen;		/* its delta generation: a merge reuses the offsets */
 	struct gr_list l, tmp;
 	struct gr_op *ops;	/* gathered pending ops */
 	size_t nops, opscap;
 	uint8_t *buf;		/* engine bytes (CSR ranges) */
 	size_t bufcap;
+	struct gr_idcache ic;	/* a page of the id map */
 };
 int gr_scratch_init(struct gr_scratch *sc, uint32_t page_size);
 void gr_scratch_free(struct gr_scratch *sc);
+
 
 /* ---- pending updates ---- */
 
@@ -369,6 +432,7 @@ struct gs_graph {
 	struct gr_tscratch *scall; /* every thread's scratch: freed at close */
 
 	void *eng_priv;		/* CSR engine state */
+	struct gr_ids ids;	/* vertex ids (GS_GRAPH_F_IDMAP) */
 
 	struct {
 		uint64_t queries, page_reads, delta_reads, batches;
@@ -393,6 +457,9 @@ static inline void gr_vmap_set(uint8_t *map, uint64_t v, bool on)
 int gr_root_read(struct gr_store *st, struct gs_graph_root *r);
 int gr_root_write(struct gr_store *st, struct gs_graph_root *r);
 int gr_root_commit(struct gs_graph *g);
+/* The internal objects a root names (at most GR_ROOT_OBJS). */
+#define GR_ROOT_OBJS	16
+unsigned gr_root_objects(const struct gs_graph_root *r, uint64_t *objs);
 int gr_graph_open_store(struct gr_store *st, struct gs_fs *fs, uint64_t ino, unsigned flags,
 			struct gs_graph **gp);
 int gr_graph_new(struct gs_graph **gp);
@@ -454,6 +521,8 @@ int gr_sorter_add(struct gr_sorter *s, uint64_t u, uint64_t v, float w);
 /* End of input; then gr_sorter_next() returns 1 per edge, 0 at the end. */
 int gr_sorter_finish(struct gr_sorter *s);
 int gr_sorter_next(struct gr_sorter *s, struct gr_edge *e);
+/* After finish: start the sorted sequence over (a second pass). */
+int gr_sorter_rewind(struct gr_sorter *s);
 uint64_t gr_sorter_count(const struct gr_sorter *s);
 void gr_sorter_free(struct gr_sorter *s);
 

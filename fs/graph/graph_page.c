@@ -351,24 +351,70 @@ static uint64_t chunk_len(const struct gr_geom *gm, const uint64_t *ids, uint64_
 	return n;
 }
 
+/* One page of large vertex @v: the chunk ids[0..n). */
+static int large_chunk(struct gr_packer *pk, uint64_t v, const uint64_t *ids, const float *w,
+		       uint64_t n)
+{
+	int ret;
+
+	pk->key = pk->last = v;
+	put_tuple(pk, 0, v, 0);
+	pk->count = 1;
+	put_list(pk, ids, w, n);
+	ret = emit(pk, GS_GRAPH_PF_LARGE, pk->lflags);
+	pk->lflags |= GS_GRAPH_GTT_EXT;
+	return ret;
+}
+
+/* Start large vertex @v on pages of its own (the shared page goes first). */
+static int large_open(struct gr_packer *pk, uint64_t v)
+{
+	int ret;
+
+	if (pk->lopen)
+		return pk->lv == v ? 0 : -EINVAL;
+	if (pk->count) {
+		ret = emit(pk, 0, 0);
+		if (ret)
+			return ret;
+	}
+	pk->lopen = true;
+	pk->lv = v;
+	pk->lflags = GS_GRAPH_GTT_LARGE;
+	return 0;
+}
+
 static int pack_large(struct gr_packer *pk, uint64_t v, const uint64_t *ids, const float *w,
 		      uint64_t deg)
 {
-	unsigned gflags = GS_GRAPH_GTT_LARGE;
+	int ret = large_open(pk, v);
+
+	for (uint64_t k = 0, n; k < deg && !ret; k += n) {
+		n = chunk_len(&pk->gm, ids, k, deg);
+		ret = large_chunk(pk, v, ids + k, w ? w + k : NULL, n);
+	}
+	pk->lopen = false;
+	return ret;
+}
+
+int gr_pack_part(struct gr_packer *pk, uint64_t v, const uint64_t *ids, const float *w,
+		 uint64_t n, uint64_t *took)
+{
+	uint64_t k = 0, c;
 	int ret;
 
-	for (uint64_t k = 0, n; k < deg; k += n) {
-		n = chunk_len(&pk->gm, ids, k, deg);
-		pk->key = pk->last = v;
-		put_tuple(pk, 0, v, 0);
-		pk->count = 1;
-		put_list(pk, ids + k, w ? w + k : NULL, n);
-		ret = emit(pk, GS_GRAPH_PF_LARGE, gflags);
-		if (ret)
-			return ret;
-		gflags |= GS_GRAPH_GTT_EXT;
+	*took = 0;
+	for (uint64_t i = 1; pk->gm.varint && i < n; i++)
+		if (ids[i] < ids[i - 1])
+			return -EINVAL;
+	ret = large_open(pk, v);
+	/* whole pages only: a chunk that would take everything may not be full */
+	while (!ret && k < n && (c = chunk_len(&pk->gm, ids, k, n)) < n - k) {
+		ret = large_chunk(pk, v, ids + k, w ? w + k : NULL, c);
+		k += c;
 	}
-	return 0;
+	*took = k;
+	return ret;
 }
 
 /* Vertices must come in ascending order, each list ascending (coded lists
@@ -380,21 +426,17 @@ int gr_pack_vertex(struct gr_packer *pk, uint64_t v, const uint64_t *ids, const 
 	uint64_t need, bytes;
 	int ret;
 
-	if (!deg)
+	if (!deg && !pk->lopen)
 		return 0;
 	if (gm->varint)
 		for (uint64_t k = 1; k < deg; k++)
 			if (ids[k] < ids[k - 1])
 				return -EINVAL;
+	if (pk->lopen)
+		return pk->lv == v ? pack_large(pk, v, ids, w, deg) : -EINVAL;
 	bytes = list_bytes(gm, ids, deg);
-	if (bytes > gr_large_room(gm)) {
-		if (pk->count) {
-			ret = emit(pk, 0, 0);
-			if (ret)
-				return ret;
-		}
+	if (bytes > gr_large_room(gm))
 		return pack_large(pk, v, ids, w, deg);
-	}
 	/* data + this tuple + the tuples so far + end marker + footer */
 	need = pk->used + bytes + (uint64_t)(pk->count + 2) * gm->tup + GR_FOOT;
 	if (pk->count && (need > pk->limit || pk->count >= 0xfffe)) {

@@ -315,6 +315,24 @@ static void heap_down(struct gr_sorter *s, unsigned i)
 	}
 }
 
+/* Every run from its first edge, the heap over their heads. */
+static int runs_start(struct gr_sorter *s)
+{
+	int ret;
+
+	s->nheap = 0;
+	for (unsigned i = 0; i < s->nruns; i++) {
+		s->runs[i].next = 0;
+		ret = run_fill(&s->runs[i]);
+		if (ret)
+			return ret;
+		s->heap[s->nheap++] = i;
+	}
+	for (unsigned i = s->nheap / 2; i-- > 0;)
+		heap_down(s, i);
+	return 0;
+}
+
 int gr_sorter_finish(struct gr_sorter *s)
 {
 	size_t per;
@@ -347,14 +365,8 @@ int gr_sorter_finish(struct gr_sorter *s)
 		r->b = malloc(r->bcap * sizeof(struct gr_edge));
 		if (!r->b)
 			return -ENOMEM;
-		ret = run_fill(r);
-		if (ret)
-			return ret;
-		s->heap[s->nheap++] = i;
 	}
-	for (unsigned i = s->nheap / 2; i-- > 0;)
-		heap_down(s, i);
-	return 0;
+	return runs_start(s);
 }
 
 int gr_sorter_next(struct gr_sorter *s, struct gr_edge *e)
@@ -384,6 +396,12 @@ int gr_sorter_next(struct gr_sorter *s, struct gr_edge *e)
 	if (s->nheap)
 		heap_down(s, 0);
 	return 1;
+}
+
+int gr_sorter_rewind(struct gr_sorter *s)
+{
+	s->mpos = 0;
+	return s->nruns ? runs_start(s) : 0;
 }
 
 void gr_sorter_free(struct gr_sorter *s)

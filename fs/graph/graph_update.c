@@ -104,7 +104,9 @@ static int delta_page(struct gs_graph *g, uint64_t pg, struct gr_scratch *sc)
 	uint32_t crc;
 	int ret;
 
-	if (sc->dmemo == pg)
+	/* a page of the current delta never changes; a merge empties the delta
+	 * and the next generation writes other records at the same offsets */
+	if (sc->dmemo == pg && sc->dgen == g->root.delta_gen)
 		return 0;
 	sc->dmemo = GS_GRAPH_NONE;
 	ret = gr_store_read_full(g->st, le64toh(g->root.delta_obj), sc->dpage, ps, pg * ps);
@@ -122,6 +124,7 @@ static int delta_page(struct gs_graph *g, uint64_t pg, struct gr_scratch *sc)
 	}
 	h->crc = htole32(crc);
 	sc->dmemo = pg;
+	sc->dgen = g->root.delta_gen;
 	return 0;
 }
 
@@ -257,7 +260,7 @@ int gr_apply_pending(struct gs_graph *g, unsigned d, uint64_t v, struct gr_list 
 
 /* ---- applying updates (write lock held) ---- */
 
-enum { U_POP, U_VDEL_ADDED, U_VDEL_REMOVED };
+enum { U_POP, U_VDEL_ADDED, U_VDEL_REMOVED, U_ID_ADDED };
 
 struct undo {
 	uint8_t kind, d;
@@ -306,6 +309,9 @@ static void batch_undo(struct gs_graph *g, struct ubatch *b)
 			gr_pend_get(g, u->d, u->v)->nops--;
 		else if (u->kind == U_VDEL_ADDED)
 			gr_map_del(&g->vdel, u->v);
+		else if (u->kind == U_ID_ADDED)
+			while (g->ids.ntail > u->v)	/* the map as it was */
+				gr_ids_pop(&g->ids);
 		else
 			gr_map_put(&g->vdel, u->v, 0, &added);	/* had room: it was there */
 	}
@@ -439,13 +445,43 @@ static int do_set_weight(struct gs_graph *g, uint64_t u, uint64_t v, float w, st
 	return log_edge(g, GS_GRAPH_OP_SETW, u, v, w, b);
 }
 
-static int do_add_vertex(struct gs_graph *g, uint64_t v, struct ubatch *b)
+/* The index of vertex id @id (write lock held). */
+static int xlate(struct gs_graph *g, uint64_t id, uint64_t *idx)
 {
-	uint64_t max = g->gm.idw == 4 ? UINT32_MAX - 1 : GS_GRAPH_NONE - 1;
+	struct gr_scratch *sc = gr_thread_scratch(g);
+
+	return sc ? gr_ids_index(&g->ids, &sc->ic, id, idx) : -ENOMEM;
+}
+
+/* A new id in a graph with an id map: the next index. */
+static int add_mapped(struct gs_graph *g, uint64_t id, struct ubatch *b)
+{
+	int ret = journal(b, U_ID_ADDED, 0, g->ids.ntail);
+
+	if (!ret)
+		ret = gr_ids_add(&g->ids, id);
+	if (!ret)
+		ret = vop_push(g, g->nv++, GS_GRAPH_OP_VADD);
+	return ret;
+}
+
+static int do_add_vertex(struct gs_graph *g, uint64_t id, struct ubatch *b)
+{
+	uint64_t max = g->gm.idw == 4 ? UINT32_MAX - 1 : GS_GRAPH_NONE - 1, v = id;
 	int ret;
 
-	if (v > max)
+	if (id > max)
 		return -ERANGE;
+	if (g->ids.on) {
+		ret = xlate(g, id, &v);
+		if (ret == -ENOENT)
+			return add_mapped(g, id, b);
+		if (ret)
+			return ret;
+	} else if (id >= g->nv && id - g->nv > g->nv + GR_DENSE_GROW) {
+		/* every id below it would become a vertex: too far for dense ids */
+		return -ERANGE;
+	}
 	if (v < g->nv) {
 		if (!gr_map_get(&g->vdel, v))
 			return -EEXIST;
@@ -605,11 +641,19 @@ static int apply_line(struct gs_graph *g, const char *s, const char *e, struct u
 	if (tl[0] == 2 && (t[0][0] == '+' || t[0][0] == '-') && t[0][1] == 'v') {
 		if (n != 2 || tok_u64(t[1], tl[1], &v))
 			return -EINVAL;
-		ret = t[0][0] == '+' ? do_add_vertex(g, v, b) : do_del_vertex(g, v, b);
+		if (t[0][0] == '+')
+			ret = do_add_vertex(g, v, b);
+		else
+			ret = xlate(g, v, &v) ?: do_del_vertex(g, v, b);
 		return ret ? ret : 1;
 	}
-	if (tl[0] != 1 || n < 3 || tok_u64(t[1], tl[1], &u) || tok_u64(t[2], tl[2], &v))
+	if (tl[0] != 1 || !strchr("+-=", t[0][0]) || n < 3 || tok_u64(t[1], tl[1], &u) ||
+	    tok_u64(t[2], tl[2], &v))
 		return -EINVAL;
+	/* ids to indices: an id that is no vertex fails as an index past nv would */
+	ret = xlate(g, u, &u) ?: xlate(g, v, &v);
+	if (ret)
+		return ret;
 	switch (t[0][0]) {
 	case '+':
 		if (n > 4 || (n == 4 && (!g->weighted || tok_f32(t[3], tl[3], &w))))
@@ -694,17 +738,17 @@ static int single(struct gs_graph *g, single_fn fn, uint64_t u, uint64_t v, floa
 
 static int f_add(struct gs_graph *g, uint64_t u, uint64_t v, float w, struct ubatch *b)
 {
-	return do_add_edge(g, u, v, w, b);
+	return xlate(g, u, &u) ?: xlate(g, v, &v) ?: do_add_edge(g, u, v, w, b);
 }
 
 static int f_del(struct gs_graph *g, uint64_t u, uint64_t v, float w, struct ubatch *b)
 {
-	return do_del_edge(g, u, v, b);
+	return xlate(g, u, &u) ?: xlate(g, v, &v) ?: do_del_edge(g, u, v, b);
 }
 
 static int f_setw(struct gs_graph *g, uint64_t u, uint64_t v, float w, struct ubatch *b)
 {
-	return do_set_weight(g, u, v, w, b);
+	return xlate(g, u, &u) ?: xlate(g, v, &v) ?: do_set_weight(g, u, v, w, b);
 }
 
 static int f_vadd(struct gs_graph *g, uint64_t u, uint64_t v, float w, struct ubatch *b)
@@ -714,7 +758,7 @@ static int f_vadd(struct gs_graph *g, uint64_t u, uint64_t v, float w, struct ub
 
 static int f_vdel(struct gs_graph *g, uint64_t u, uint64_t v, float w, struct ubatch *b)
 {
-	return do_del_vertex(g, u, b);
+	return xlate(g, u, &u) ?: do_del_vertex(g, u, b);
 }
 
 int gs_graph_add_edge(struct gs_graph *g, uint64_t u, uint64_t v, float w)
@@ -897,6 +941,10 @@ int gr_sync_locked(struct gs_graph *g)
 		if (ret)
 			goto free_tmp;
 	}
+	/* the ids of added vertices are on disk before a root counts them */
+	ret = gr_ids_sync(&g->ids);
+	if (ret)
+		goto free_tmp;
 	g->root.delta_len = htole64(w.base + w.npages * g->gm.page_size);
 	g->root.nv = htole64(g->nv);
 	g->root.ne = htole64(g->ne);

@@ -10,8 +10,13 @@
                                              `graph edges` prints
   graphref.py updates CANON DIRECTED WEIGHTED N SEED OUT
                                              N valid update lines for CANON
-  graphref.py bfs CANON DIRECTED SRC         "v depth" lines
+  graphref.py bfs CANON DIRECTED SRC NV      "v depth" lines
   graphref.py cc CANON NV                    "v label" lines (min id)
+                                             NV "ids": the vertices are the
+                                             ids in CANON (sparse ids)
+  graphref.py remap IN OUT                   IN's ids spread over 2^33..2^63
+                                             (a bijection, order scrambled)
+  graphref.py updates ... OUT sparse         u, v among the existing ids
 """
 import random
 import struct
@@ -201,14 +206,25 @@ def load_canon(path, directed, weighted):
     return g
 
 
+def vertex_ids(g):
+    ids = set(g.adj)
+    for u in g.adj:
+        ids.update(g.adj[u])
+    return sorted(ids)
+
+
 def updates(args):
     g = load_canon(args[0], args[1] == '1', args[2] == '1')
     n, rnd = int(args[3]), random.Random(int(args[4]))
     nv = max(g.nv, 1)
+    ids = vertex_ids(g) if len(args) > 6 and args[6] == 'sparse' else None
     out = []
     while len(out) < n:
         r = rnd.randrange(100)
-        u, v = rnd.randrange(nv), rnd.randrange(nv)
+        if ids:
+            u, v = rnd.choice(ids), rnd.choice(ids)
+        else:
+            u, v = rnd.randrange(nv), rnd.randrange(nv)
         if r < 55 and not g.has(u, v):
             w = rnd.randrange(1000) / 8
             line = '+ %d %d %s\n' % (u, v, w) if g.weighted else '+ %d %d\n' % (u, v)
@@ -227,7 +243,7 @@ def updates(args):
 
 def bfs(args):
     g = load_canon(args[0], args[1] == '1', False)
-    src, nv = int(args[2]), int(args[3])
+    src, nv = int(args[2]), args[3]
     depth = {src: 0}
     front = [src]
     while front:
@@ -238,14 +254,14 @@ def bfs(args):
                     depth[v] = depth[u] + 1
                     nxt.append(v)
         front = nxt
-    for v in range(nv):
+    for v in vertex_ids(g) if nv == 'ids' else range(int(nv)):
         print(v, depth.get(v, -1))
 
 
 def cc(args):
     g = load_canon(args[0], False, False)     # weak components: both ways
-    nv = int(args[1])
-    p = list(range(nv))
+    vs = vertex_ids(g) if args[1] == 'ids' else range(int(args[1]))
+    p = {v: v for v in vs}
 
     def find(x):
         while p[x] != x:
@@ -257,9 +273,22 @@ def cc(args):
             a, b = find(u), find(v)
             if a != b:
                 p[max(a, b)] = min(a, b)
-    for v in range(nv):
+    for v in vs:
         print(v, find(v))
 
 
+def remap(args):
+    def f(x):
+        return (x * 0x9E3779B97F4A7C15) % (1 << 63) + (1 << 33)
+    with open(args[1], 'w') as out:
+        for line in open(args[0]):
+            t = line.split()
+            if not t or t[0][0] in '#%':
+                out.write(line)
+                continue
+            out.write(' '.join([str(f(int(t[0]))), str(f(int(t[1])))] + t[2:]) + '\n')
+
+
 if __name__ == '__main__':
-    {'gen': gen, 'canon': canon, 'updates': updates, 'bfs': bfs, 'cc': cc}[sys.argv[1]](sys.argv[2:])
+    {'gen': gen, 'canon': canon, 'updates': updates, 'bfs': bfs, 'cc': cc,
+     'remap': remap}[sys.argv[1]](sys.argv[2:])

@@ -97,7 +97,7 @@ static int pass(struct gs_graph *g, const uint64_t *vs, size_t n, unsigned dir, 
 		goto free_q;
 	for (size_t i = 0; i < n; i++) {
 		req[i].dir = dir;
-		req[i].flags = flags;
+		req[i].flags = flags | GR_REQ_INDEX;	/* the arrays are by index */
 		ptr[i] = &req[i];
 	}
 	for (size_t i = 0; i < n && ret >= 0; i += batch)
@@ -151,17 +151,17 @@ static void bfs_cb(struct gs_graph_req *r, void *arg)
 	}
 }
 
-int gs_graph_bfs(struct gs_graph *g, uint64_t src, int64_t *depth,
+int gs_graph_bfs(struct gs_graph *g, uint64_t src_id, int64_t *depth,
 		 const struct gs_graph_app_opts *o)
 {
-	uint64_t nv = g->nv, *front, nfront = 1;
+	uint64_t nv = g->nv, *front, nfront = 1, src;
 	struct bfs b = { .depth = depth };
 	int ret = workers_for(g, o);
 
+	if (!ret)
+		ret = gs_graph_vertex_index(g, src_id, &src);
 	if (ret)
 		return ret;
-	if (src >= nv)
-		return -ENOENT;
 	for (uint64_t v = 0; v < nv; v++)
 		depth[v] = -1;
 	front = malloc(nv * sizeof(*front));
@@ -388,10 +388,14 @@ int gs_graph_randomwalk(struct gs_graph *g, const uint64_t *starts, size_t n, un
 
 	if (ret)
 		return ret;
+	/* walked by index; a start that is no vertex ends its walk at once */
 	for (size_t i = 0; i < n; i++) {
-		paths[i * (len + 1)] = starts[i];
+		uint64_t *pi = paths + i * (len + 1);
+
+		if (gs_graph_vertex_index(g, starts[i], &pi[0]))
+			pi[0] = GS_GRAPH_NO_VERTEX;
 		for (unsigned s = 1; s <= len; s++)
-			paths[i * (len + 1) + s] = GS_GRAPH_NO_VERTEX;
+			pi[s] = GS_GRAPH_NO_VERTEX;
 	}
 	ret = gs_graph_queue_create(g, &p, &q);
 	if (ret)
@@ -413,6 +417,7 @@ int gs_graph_randomwalk(struct gs_graph *g, const uint64_t *starts, size_t n, un
 				continue;
 			memset(&req[k], 0, sizeof(req[k]));
 			req[k].vertex = v;
+			req[k].flags = GR_REQ_INDEX;
 			req[k].priv = (void *)(uintptr_t)i;
 			ptr[k] = &req[k];
 			k++;
@@ -424,6 +429,14 @@ int gs_graph_randomwalk(struct gs_graph *g, const uint64_t *starts, size_t n, un
 		}
 		gs_graph_drain(q);
 		ret = ret < 0 ? ret : 0;
+	}
+	/* back to ids (the start as given) */
+	for (size_t i = 0; i < n && !ret; i++) {
+		uint64_t *pi = paths + i * (len + 1);
+
+		for (unsigned s = 1; s <= len && pi[s] != GS_GRAPH_NO_VERTEX && !ret; s++)
+			ret = gs_graph_vertex_ids(g, pi[s], 1, &pi[s]);
+		pi[0] = starts[i];
 	}
 free_q:
 	gs_graph_queue_destroy(q);

@@ -9,6 +9,8 @@
  *
  * arrays/PREFIX.rowptr carries "nv ne directed weighted id_bytes" in the
  * xattr user.gstore.csr.  Directed graphs also get PREFIX.in.* arrays.
+ * Rows and colIdx entries are vertex indices; a graph with an id map also
+ * gets PREFIX.ids (u64 id per index) and " nsorted" after id_bytes.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -30,6 +32,8 @@ static const char *const suffix[2][3] = {
 	{ ".rowptr", ".colidx", ".val" },
 	{ ".in.rowptr", ".in.colidx", ".in.val" },
 };
+#define IDS_SUFFIX	".ids"
+
 
 static int arrays_dir(struct gs_fs *fs, uint64_t *dir)
 {
@@ -164,9 +168,42 @@ static int export_dir(struct gs_graph *g, uint64_t adir, const char *prefix, uns
 		int len = snprintf(x, sizeof(x), "%" PRIu64 " %" PRIu64 " %d %d %u", nv, g->ne,
 				   g->directed, g->weighted, idw);
 
+		if (g->ids.on)
+			len += snprintf(x + len, sizeof(x) - len, " %" PRIu64, g->ids.nsorted);
 		ret = gs_fs_setxattr(g->fs, w[0].ino, XA_CSR, x, (size_t)len, 0);
 	}
 	gr_scratch_free(&sc);
+	return ret;
+}
+
+/* PREFIX.ids: the id of each vertex index. */
+static int export_ids(struct gs_graph *g, uint64_t adir, const char *prefix)
+{
+	struct wbuf w = { .fs = g->fs, .b = malloc(WCHUNK) };
+	char name[GS_NAME_MAX + 1];
+	struct gr_idcache ic;
+	int ret = w.b ? 0 : -ENOMEM;
+
+	if ((size_t)snprintf(name, sizeof(name), "%s%s", prefix, IDS_SUFFIX) >= sizeof(name))
+		ret = -EINVAL;
+	if (!ret)
+		ret = gr_idcache_init(&ic, 1, g->gm.page_size);
+	if (!ret) {
+		ret = make_array(g->fs, adir, name, &w.ino);
+		pthread_rwlock_rdlock(&g->lock);
+		for (uint64_t v = 0; v < g->nv && !ret; v++) {
+			uint64_t id;
+
+			ret = gr_ids_id(&g->ids, &ic, v, &id);
+			if (!ret)
+				ret = wput(&w, &(uint64_t){ htole64(id) }, 8);
+		}
+		pthread_rwlock_unlock(&g->lock);
+		if (!ret)
+			ret = wend(&w);
+		gr_idcache_free(&ic);
+	}
+	free(w.b);
 	return ret;
 }
 
@@ -178,9 +215,42 @@ int gs_graph_export_csr(struct gs_graph *g, const char *prefix)
 	if (!g->fs || g->eng != &gr_engine_pages)
 		return -EINVAL;
 	ret = arrays_dir(g->fs, &adir);
+	if (!ret && g->ids.on)
+		ret = export_ids(g, adir, prefix);
 	for (unsigned d = 0; d < g->ndirs && !ret; d++)
 		ret = export_dir(g, adir, prefix, d);
 	return ret;
+}
+
+/* The id map of a CSR export, held in memory. */
+static int load_ids(struct gs_graph *g, uint64_t adir, const char *prefix, uint64_t nsorted)
+{
+	char name[GS_NAME_MAX + 1];
+	struct gs_stat st;
+	uint64_t *ids;
+	ssize_t r;
+	int ret;
+
+	if ((size_t)snprintf(name, sizeof(name), "%s%s", prefix, IDS_SUFFIX) >= sizeof(name))
+		return -EINVAL;
+	ret = gs_fs_lookup(g->fs, adir, name, &st);
+	if (ret)
+		return ret == -ENOENT ? -EINVAL : ret;
+	if (st.size != g->nv * 8 || nsorted > g->nv)
+		return -EINVAL;
+	ids = malloc(g->nv ? g->nv * 8 : 8);
+	if (!ids)
+		return -ENOMEM;
+	for (uint64_t off = 0; off < st.size; off += (uint64_t)r) {
+		r = gs_fs_read(g->fs, st.ino, (char *)ids + off, st.size - off, off);
+		if (r <= 0) {
+			free(ids);
+			return r < 0 ? (int)r : -EIO;
+		}
+	}
+	for (uint64_t i = 0; i < g->nv; i++)
+		ids[i] = le64toh(ids[i]);
+	return gr_ids_from_array(&g->ids, ids, g->nv, nsorted);
 }
 
 /* ---- the engine ---- */
@@ -347,8 +417,8 @@ int gs_graph_open_csr(struct gs_fs *fs, const char *prefix, struct gs_graph **gp
 	struct gs_fs_statfs sf;
 	struct gs_graph *g;
 	struct csr *c;
-	uint64_t adir, nv, ne;
-	int directed, weighted, ret;
+	uint64_t adir, nv, ne, nsorted = 0;
+	int directed, weighted, ret, fields = 0;
 	unsigned idw;
 
 	ret = arrays_dir(fs, &adir);
@@ -389,8 +459,9 @@ int gs_graph_open_csr(struct gs_fs *fs, const char *prefix, struct gs_graph **gp
 		ret = gs_fs_getxattr(fs, c->rowptr[0], XA_CSR, x, sizeof(x) - 1);
 		if (ret >= 0) {
 			x[ret] = 0;
-			ret = sscanf(x, "%" SCNu64 " %" SCNu64 " %d %d %u", &nv, &ne, &directed,
-				     &weighted, &idw) == 5 && (idw == 4 || idw == 8) ? 0 : -EINVAL;
+			fields = sscanf(x, "%" SCNu64 " %" SCNu64 " %d %d %u %" SCNu64, &nv, &ne,
+					&directed, &weighted, &idw, &nsorted);
+			ret = fields >= 5 && (idw == 4 || idw == 8) ? 0 : -EINVAL;
 		}
 	}
 	if (!ret && ((directed && !c->rowptr[1]) || (weighted && !c->val[0])))
@@ -405,7 +476,9 @@ int gs_graph_open_csr(struct gs_fs *fs, const char *prefix, struct gs_graph **gp
 	g->weighted = weighted;
 	g->ndirs = directed ? 2 : 1;
 	gr_geom_init(&g->gm, sf.block_size, idw, weighted, false);
-	ret = gr_graph_keys(g);
+	ret = fields == 6 ? load_ids(g, adir, prefix, nsorted) : 0;
+	if (!ret)
+		ret = gr_graph_keys(g);
 	if (ret) {
 		gr_graph_free(g);
 		return ret;

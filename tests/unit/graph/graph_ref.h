@@ -31,6 +31,19 @@ struct ref {
 	uint64_t vcap;
 };
 
+/*
+ * Tests of sparse ids set this: the id model vertex v has in the files
+ * written and in gstore (unset: v itself).  Every model vertex must then
+ * appear in the input (ref_cover_all), and "+v" adds exactly the next one,
+ * so gstore's vertex indices are the model's vertices.
+ */
+static uint64_t (*ref_id)(uint64_t v);
+
+static inline uint64_t rid(uint64_t v)
+{
+	return ref_id ? ref_id(v) : v;
+}
+
 static inline uint64_t ref_rand(uint64_t *x)
 {
 	*x ^= *x << 13;
@@ -227,6 +240,27 @@ static inline struct ref_in ref_random_input(uint64_t nv, size_t ne, unsigned hu
 	return in;
 }
 
+/* Give every vertex below @nv an edge (to a random one) if none has it. */
+static inline void ref_cover_all(struct ref_in *in, uint64_t nv, uint64_t seed)
+{
+	uint8_t *seen = calloc(nv, 1);
+	size_t k = in->n;
+
+	for (size_t i = 0; i < in->n; i++)
+		seen[in->u[i]] = seen[in->v[i]] = 1;
+	in->u = realloc(in->u, (in->n + nv) * sizeof(*in->u));
+	in->v = realloc(in->v, (in->n + nv) * sizeof(*in->v));
+	in->w = realloc(in->w, (in->n + nv) * sizeof(*in->w));
+	for (uint64_t v = 0; v < nv; v++)
+		if (!seen[v]) {
+			in->u[k] = v;
+			in->v[k] = ref_rand(&seed) % nv;
+			in->w[k++] = 1.0f;
+		}
+	in->n = k;
+	free(seen);
+}
+
 static inline void ref_in_free(struct ref_in *in)
 {
 	free(in->u);
@@ -256,11 +290,11 @@ static inline void write_text(const char *path, const struct ref_in *in, bool di
 	for (size_t i = 0; i < in->n; i++) {
 		if (weighted)
 			fprintf(f, i % 3 ? "%llu\t%llu\t%.9g\n" : "  %llu %llu %.9g\r\n",
-				(unsigned long long)in->u[i], (unsigned long long)in->v[i],
+				(unsigned long long)rid(in->u[i]), (unsigned long long)rid(in->v[i]),
 				(double)in->w[i]);
 		else
 			fprintf(f, i % 3 ? "%llu\t%llu\n" : "%llu  %llu\n",
-				(unsigned long long)in->u[i], (unsigned long long)in->v[i]);
+				(unsigned long long)rid(in->u[i]), (unsigned long long)rid(in->v[i]));
 		if (i % 1000 == 0)
 			fprintf(f, "\n# a comment in the middle\n");
 	}
@@ -320,6 +354,18 @@ static inline void write_sg(const char *path, const struct ref *r, bool weighted
 
 /* ---- comparison ---- */
 
+struct ref_idw {
+	uint64_t id;
+	float w;
+};
+
+static inline int ref_cmp_idw(const void *a, const void *b)
+{
+	const struct ref_idw *x = a, *y = b;
+
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
 /* 0 if every vertex's lists (and weights) equal the model's; prints the
  * first difference. */
 static inline int ref_compare(const struct ref *r, struct gs_graph *g)
@@ -327,6 +373,7 @@ static inline int ref_compare(const struct ref *r, struct gs_graph *g)
 	struct gs_graph_info gi;
 	uint64_t *ids = NULL;
 	float *w = NULL;
+	struct ref_idw *want = NULL;
 	size_t cap = 0;
 
 	gs_graph_info(g, &gi);
@@ -341,7 +388,7 @@ static inline int ref_compare(const struct ref *r, struct gs_graph *g)
 	for (uint64_t v = 0; v < r->nv; v++) {
 		for (unsigned d = 0; d < 2; d++) {
 			const struct ref_adj *a = &r->a[r->directed ? d : 0][v];
-			int64_t deg = gs_graph_degree(g, v, d), n;
+			int64_t deg = gs_graph_degree(g, rid(v), d), n;
 
 			if (r->removed[v]) {
 				if (deg != -ENOENT) {
@@ -360,29 +407,35 @@ static inline int ref_compare(const struct ref *r, struct gs_graph *g)
 				cap = (size_t)deg * 2;
 				ids = realloc(ids, cap * sizeof(*ids));
 				w = realloc(w, cap * sizeof(*w));
+				want = realloc(want, cap * sizeof(*want));
 			}
-			n = gs_graph_neighbors(g, v, d, ids, w, cap);
+			/* by id, as gstore answers */
+			for (size_t i = 0; i < a->n; i++)
+				want[i] = (struct ref_idw){ rid(a->ids[i]), a->w[i] };
+			qsort(want, a->n, sizeof(*want), ref_cmp_idw);
+			n = gs_graph_neighbors(g, rid(v), d, ids, w, cap);
 			if (n != deg) {
 				printf("vertex %llu: %lld neighbours, degree %lld\n",
 				       (unsigned long long)v, (long long)n, (long long)deg);
 				return -1;
 			}
 			for (int64_t i = 0; i < n; i++)
-				if (ids[i] != a->ids[i] || w[i] != a->w[i]) {
+				if (ids[i] != want[i].id || w[i] != want[i].w) {
 					printf("vertex %llu dir %u [%lld]: %llu/%g, want %llu/%g\n",
 					       (unsigned long long)v, d, (long long)i,
 					       (unsigned long long)ids[i], (double)w[i],
-					       (unsigned long long)a->ids[i], (double)a->w[i]);
+					       (unsigned long long)want[i].id, (double)want[i].w);
 					return -1;
 				}
 		}
 	}
-	if (gs_graph_degree(g, r->nv, 0) != -ENOENT) {
+	if (gs_graph_degree(g, rid(r->nv), 0) != -ENOENT) {
 		printf("vertex nv answered\n");
 		return -1;
 	}
 	free(ids);
 	free(w);
+	free(want);
 	return 0;
 }
 
@@ -405,9 +458,10 @@ static inline size_t ref_random_updates(struct ref *r, uint64_t *x, char *buf, s
 			ref_edge(r, u, v, w, false);
 			len += (size_t)(r->weighted ?
 				snprintf(buf + len, size - len, "+ %llu %llu %.9g\n",
-					 (unsigned long long)u, (unsigned long long)v, (double)w) :
+					 (unsigned long long)rid(u), (unsigned long long)rid(v),
+					 (double)w) :
 				snprintf(buf + len, size - len, "+ %llu %llu\n",
-					 (unsigned long long)u, (unsigned long long)v));
+					 (unsigned long long)rid(u), (unsigned long long)rid(v)));
 		} else if (what < 85) {
 			const struct ref_adj *a = &r->a[0][u];
 
@@ -416,7 +470,7 @@ static inline size_t ref_random_updates(struct ref *r, uint64_t *x, char *buf, s
 			v = a->ids[ref_rand(x) % a->n];
 			ref_unedge(r, u, v);
 			len += (size_t)snprintf(buf + len, size - len, "- %llu %llu\n",
-						(unsigned long long)u, (unsigned long long)v);
+						(unsigned long long)rid(u), (unsigned long long)rid(v));
 		} else if (what < 95 && r->weighted) {
 			const struct ref_adj *a = &r->a[0][u];
 
@@ -425,18 +479,19 @@ static inline size_t ref_random_updates(struct ref *r, uint64_t *x, char *buf, s
 			v = a->ids[ref_rand(x) % a->n];
 			ref_edge(r, u, v, w, false);
 			len += (size_t)snprintf(buf + len, size - len, "= %llu %llu %.9g\n",
-						(unsigned long long)u, (unsigned long long)v,
+						(unsigned long long)rid(u), (unsigned long long)rid(v),
 						(double)w);
 		} else if (what < 98) {
-			uint64_t nv = r->nv + 1 + ref_rand(x) % 3;
+			/* sparse ids: a new id is one vertex, nothing below it */
+			uint64_t nv = r->nv + 1 + (ref_id ? 0 : ref_rand(x) % 3);
 
 			ref_grow(r, nv);
 			len += (size_t)snprintf(buf + len, size - len, "+v %llu\n",
-						(unsigned long long)nv - 1);
+						(unsigned long long)rid(nv - 1));
 		} else {
 			ref_del_vertex(r, u);
 			len += (size_t)snprintf(buf + len, size - len, "-v %llu\n",
-						(unsigned long long)u);
+						(unsigned long long)rid(u));
 		}
 	}
 	return len;

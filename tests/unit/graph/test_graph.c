@@ -65,6 +65,22 @@ static struct gs_graph *open_g(struct gr_store *st)
 	return g;
 }
 
+/* Build @text (an edge list) into @st and open it. */
+static struct gs_graph *build_text(struct gr_store *st, const char *text,
+				   struct gs_graph_import_opts *o)
+{
+	char path[256];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/text.in", tmpdir);
+	f = fopen(path, "w");
+	fputs(text, f);
+	fclose(f);
+	assert_int_equal(build_file(st, path, o), 0);
+	unlink(path);
+	return open_g(st);
+}
+
 static void check(const struct ref *r, struct gs_graph *g)
 {
 	assert_int_equal(ref_compare(r, g), 0);
@@ -133,17 +149,12 @@ static void test_import_external_sort(void **state)
 /* What the file says decides directed/weighted when no flag does. */
 static void test_import_auto(void **state)
 {
-	const char *p = "/tmp/gstore-graph-auto.txt";
 	struct gs_graph_import_opts o = { 0 };
 	struct gr_store *st = new_store(4096);
+	struct gs_graph *g = build_text(st, "# Undirected graph: test\n0 1 2.5\n1 2 0.5\n7 7 1\n",
+					&o);
 	struct gs_graph_info gi;
-	struct gs_graph *g;
-	FILE *f = fopen(p, "w");
 
-	fprintf(f, "# Undirected graph: test\n0 1 2.5\n1 2 0.5\n7 7 1\n");
-	fclose(f);
-	assert_int_equal(build_file(st, p, &o), 0);
-	g = open_g(st);
 	gs_graph_info(g, &gi);
 	assert_int_equal(gi.directed, 0);
 	assert_int_equal(gi.weighted, 1);
@@ -161,7 +172,6 @@ static void test_import_auto(void **state)
 	assert_int_equal(gs_graph_edge_weight(g, 2, 0, &w), -ENOENT);
 	gs_graph_close(g);
 	st->ops->destroy(st);
-	unlink(p);
 }
 
 static void expect_error(const char *text, int fmt, const char *needle)
@@ -313,21 +323,14 @@ static struct gr_store *random_graph(bool directed, bool weighted, uint32_t page
 	return st;
 }
 
-/* Random batches, syncs, merges (explicit and by chain length), reopens. */
-static void updates_cycle(bool directed, bool weighted, uint32_t page)
+/* @rounds random batches of base + 20 * round updates with syncs, merges
+ * and reopens among them, each checked; returns the graph open again. */
+static struct gs_graph *update_rounds(struct gr_store *st, struct gs_graph *g, struct ref *r,
+				      uint64_t *x, char *buf, int rounds, unsigned base)
 {
-	struct ref *r;
-	struct gr_store *st = random_graph(directed, weighted, page, 800, 11 + directed, &r);
-	struct gs_graph *g = open_g(st);
-	uint64_t x = 99 + weighted;
-	char *buf = malloc(1 << 20);
-
-	check(r, g);
-	for (int round = 0; round < 24; round++) {
-		size_t len = ref_random_updates(r, &x, buf, 1 << 20, 150 + round * 20);
-
+	for (int round = 0; round < rounds; round++) {
+		ref_random_updates(r, x, buf, 1 << 20, base + (unsigned)round * 20);
 		update_ok(g, buf);
-		(void)len;
 		check(r, g);
 		if (round % 3 == 1)
 			assert_int_equal(gs_graph_sync(g), 0);
@@ -339,6 +342,20 @@ static void updates_cycle(bool directed, bool weighted, uint32_t page)
 		}
 		check(r, g);
 	}
+	return g;
+}
+
+/* Random batches, syncs, merges (explicit and by chain length), reopens. */
+static void updates_cycle(bool directed, bool weighted, uint32_t page)
+{
+	struct ref *r;
+	struct gr_store *st = random_graph(directed, weighted, page, 800, 11 + directed, &r);
+	struct gs_graph *g = open_g(st);
+	uint64_t x = 99 + weighted;
+	char *buf = malloc(1 << 20);
+
+	check(r, g);
+	g = update_rounds(st, g, r, &x, buf, 24, 150);
 	struct gs_graph_info gi;
 
 	gs_graph_info(g, &gi);
@@ -529,6 +546,190 @@ static void test_queues(void **state)
 	st->ops->destroy(st);
 }
 
+/* A merge empties the delta and the next records reuse its offsets: a
+ * thread's memo of a delta page from before must not answer after. */
+static void test_delta_memo(void **state)
+{
+	struct gs_graph_import_opts o = { .flags = GS_GRAPH_IMPORT_DIRECTED };
+	struct gr_store *st = new_store(4096);
+	struct gs_graph *g = build_text(st, "0 1\n1 2\n2 3\n3 4\n4 5\n", &o);
+
+	update_ok(g, "+ 0 2\n+ 3 1\n");
+	assert_int_equal(gs_graph_sync(g), 0);
+	assert_int_equal(gs_graph_degree(g, 3, GS_GRAPH_OUT), 2);	/* memo: delta page 0 */
+	assert_int_equal(gs_graph_merge(g), 0);
+	update_ok(g, "+ 4 0\n+ 3 0\n");
+	assert_int_equal(gs_graph_sync(g), 0);
+	assert_int_equal(gs_graph_degree(g, 3, GS_GRAPH_OUT), 3);
+	assert_int_equal(gs_graph_degree(g, 0, GS_GRAPH_IN), 2);
+	gs_graph_close(g);
+	st->ops->destroy(st);
+}
+
+/* ---- sparse ids ---- */
+
+static uint64_t sparse_base;	/* model vertices the import had */
+
+/* Imported ids far above the edge count; ids added later below them all,
+ * so a list with an added vertex is no longer in index order. */
+static uint64_t sparse_id(uint64_t v)
+{
+	return v < sparse_base ? (1ULL << 40) + v * 1000003 : 1000 + (v - sparse_base) * 7;
+}
+
+static void sparse_cycle(bool directed, bool weighted, uint32_t page, size_t mem)
+{
+	uint64_t nv = 900, x = 41 + directed, id, idx;
+	struct ref_in in = ref_random_input(nv, nv * 4, 2, 300, false, 5 + directed);
+	struct gs_graph_import_opts o = {
+		.format = GS_GRAPH_FMT_TEXT, .mem_bytes = mem, .tmpdir = tmpdir, .chain_max = 6,
+		.flags = (directed ? GS_GRAPH_IMPORT_DIRECTED : GS_GRAPH_IMPORT_UNDIRECTED) |
+			 (weighted ? GS_GRAPH_IMPORT_WEIGHTED : GS_GRAPH_IMPORT_UNWEIGHTED),
+	};
+	struct gr_store *st = new_store(page);
+	char path[256], *buf = malloc(1 << 20);
+	struct gs_graph_info gi;
+	struct gs_graph *g;
+	struct ref *r;
+
+	ref_cover_all(&in, nv, 3);
+	sparse_base = nv;
+	ref_id = sparse_id;
+	snprintf(path, sizeof(path), "%s/sparse.txt", tmpdir);
+	write_text(path, &in, directed, weighted);
+	r = ref_from_input(&in, nv, directed, weighted);
+	assert_int_equal(build_file(st, path, &o), 0);
+	g = open_g(st);
+	gs_graph_info(g, &gi);
+	/* chosen by itself: the id range is 2^40 for 900 vertices */
+	assert_int_equal(gi.id_map, 1);
+	assert_int_equal(gi.nv, nv);
+	assert_int_equal(gi.id_bytes, 8);
+	check(r, g);
+	for (uint64_t v = 0; v < nv; v += 37) {
+		assert_int_equal(gs_graph_vertex_index(g, sparse_id(v), &idx), 0);
+		assert_int_equal(idx, v);
+		assert_int_equal(gs_graph_vertex_ids(g, v, 1, &id), 0);
+		assert_true(id == sparse_id(v));
+	}
+	assert_int_equal(gs_graph_vertex_index(g, 5, &idx), -ENOENT);
+	assert_int_equal(gs_graph_vertex_index(g, sparse_id(1) + 1, &idx), -ENOENT);
+	assert_int_equal(gs_graph_vertex_ids(g, nv, 1, &id), -ENOENT);
+	assert_int_equal(gs_graph_degree(g, 7, GS_GRAPH_OUT), -ENOENT);
+	/* updates (new ids below the imported ones among them), syncs, merges, reopens */
+	g = update_rounds(st, g, r, &x, buf, 12, 200);
+	/* an update that fails undoes the ids it added */
+	for (idx = 0; r->removed[idx]; idx++)
+		;
+	snprintf(buf, 1 << 20, "+v 77\n+ 77 %llu\n+ 77 5\n", (unsigned long long)sparse_id(idx));
+	assert_int_equal(gs_graph_update(g, buf, strlen(buf), &id), -ENOENT);
+	assert_int_equal(id, 3);
+	assert_int_equal(gs_graph_degree(g, 77, GS_GRAPH_OUT), -ENOENT);
+	check(r, g);
+	assert_int_equal(gs_graph_close(g), 0);
+	g = open_g(st);
+	check(r, g);
+	gs_graph_close(g);
+	ref_id = NULL;
+	free(buf);
+	ref_free(r);
+	ref_in_free(&in);
+	st->ops->destroy(st);
+}
+
+static void test_sparse_ids(void **state)
+{
+	sparse_cycle(false, true, 4096, 0);
+	sparse_cycle(true, false, 1024, 0);
+	/* runs in temp files: the map is written from the merged runs, then
+	 * the runs are read again for the pages */
+	sparse_cycle(true, true, 4096, 64 << 10);
+}
+
+/* What costs memory in proportion to the largest id: nothing. */
+static void test_sparse_huge(void **state)
+{
+	struct gs_graph_import_opts o = { 0 };
+	struct gr_store *st = new_store(4096);
+	struct gs_graph *g = build_text(st, "1099511627776 3\n18446744073709551614 3\n"
+					"4294967295 1\n", &o);
+	struct gs_graph_info gi;
+	uint64_t ids[4], idx;
+
+	gs_graph_info(g, &gi);
+	assert_int_equal(gi.nv, 5);
+	assert_int_equal(gi.ne, 3);
+	assert_int_equal(gi.id_map, 1);
+	assert_int_equal(gs_graph_neighbors(g, 1099511627776ULL, GS_GRAPH_OUT, ids, NULL, 4), 1);
+	assert_true(ids[0] == 3);
+	assert_int_equal(gs_graph_neighbors(g, 3, GS_GRAPH_IN, ids, NULL, 4), 2);
+	assert_true(ids[0] == 1099511627776ULL && ids[1] == 18446744073709551614ULL);
+	assert_int_equal(gs_graph_vertex_ids(g, 0, 4, ids), 0);
+	assert_true(ids[0] == 1 && ids[1] == 3 && ids[2] == 4294967295ULL &&
+		    ids[3] == 1099511627776ULL);
+	assert_int_equal(gs_graph_vertex_index(g, 4294967295ULL, &idx), 0);
+	assert_int_equal(idx, 2);
+	assert_int_equal(gs_graph_degree(g, 2, GS_GRAPH_OUT), -ENOENT);
+	gs_graph_close(g);
+	st->ops->destroy(st);
+	/* dense ids stay dense: what is below the largest id is a vertex */
+	st = new_store(4096);
+	g = build_text(st, "1 2\n60000 3\n", &o);
+	gs_graph_info(g, &gi);
+	assert_int_equal(gi.id_map, 0);
+	assert_int_equal(gi.nv, 60001);
+	assert_int_equal(gs_graph_degree(g, 500, GS_GRAPH_OUT), 0);
+	/* and do not grow by a far id: ERANGE instead of 2^40 vertices */
+	assert_int_equal(gs_graph_update(g, "+v 1099511627776", 16, &idx), -ERANGE);
+	assert_int_equal(gs_graph_update(g, "+v 60005", 8, &idx), 1);
+	gs_graph_close(g);
+	st->ops->destroy(st);
+}
+
+/* A hub with more neighbours than an import holds at once: packed in parts. */
+static void test_import_hub(void **state)
+{
+	uint64_t nv = 90000, x = 9;
+	size_t n = 0, cap = 200000;
+	struct ref_in in = { .u = malloc(cap * 8), .v = malloc(cap * 8), .w = malloc(cap * 4) };
+	struct gs_graph_import_opts o = {
+		.format = GS_GRAPH_FMT_TEXT, .nv = nv, .tmpdir = tmpdir,
+		.flags = GS_GRAPH_IMPORT_DIRECTED | GS_GRAPH_IMPORT_WEIGHTED,
+	};
+	struct gr_store *st = new_store(4096);
+	struct gs_graph *g;
+	struct ref *r;
+	char path[256];
+
+	/* ascending, so the model appends; duplicates keep the smaller weight */
+	for (uint64_t v = 1; v < nv; v += 1 + (v % 7 == 0)) {
+		in.u[n] = 11;
+		in.v[n] = v;
+		in.w[n++] = (float)(ref_rand(&x) % 1000) / 8.0f;
+		if (v % 1000 == 0) {
+			in.u[n] = 11;
+			in.v[n] = v;
+			in.w[n] = in.w[n - 1] + 1;
+			n++;
+		}
+		in.u[n] = v;
+		in.v[n] = (v * 31) % nv;
+		in.w[n++] = 1.0f;
+	}
+	in.n = n;
+	r = ref_from_input(&in, nv, true, true);
+	assert_true(r->a[0][11].n > 65536);	/* more than graph_build.c's LIST_PART */
+	snprintf(path, sizeof(path), "%s/hub.txt", tmpdir);
+	write_text(path, &in, true, true);
+	assert_int_equal(build_file(st, path, &o), 0);
+	g = open_g(st);
+	check(r, g);
+	gs_graph_close(g);
+	st->ops->destroy(st);
+	ref_free(r);
+	ref_in_free(&in);
+}
+
 /* Graphs with fixed-width lists (built before varint coding, or with
  * GS_GRAPH_IMPORT_FIXED) read, update and merge as before. */
 static void test_fixed_lists(void **state)
@@ -644,6 +845,10 @@ int main(void)
 		cmocka_unit_test(test_updates_merge),
 		cmocka_unit_test(test_power_cut),
 		cmocka_unit_test(test_queues),
+		cmocka_unit_test(test_delta_memo),
+		cmocka_unit_test(test_sparse_ids),
+		cmocka_unit_test(test_sparse_huge),
+		cmocka_unit_test(test_import_hub),
 		cmocka_unit_test(test_fixed_lists),
 		cmocka_unit_test(test_page_codec),
 	};
