@@ -353,6 +353,20 @@ int xattr_parse_block(struct gs_fs *fs, const uint8_t *blk);
 /* catalog.c, for fsck */
 int orphan_unlist(struct gs_fs *fs, struct gs_inode *ip);
 
+/* catalog.c, for link.c: make a name for a new object or an old one */
+/* What create_once() makes. */
+struct newobj {
+	uint32_t type, mode, uid, gid;
+	uint64_t rdev;		/* GS_T_SPECIAL */
+	const char *target;	/* GS_T_SYMLINK: inline target of tlen bytes, or NULL */
+	size_t tlen;
+	bool unnamed;		/* make it but add no name: see symlink_long() */
+};
+int create_retry(struct gs_fs *fs, uint64_t parent, const char *name,
+		 const struct newobj *o, struct gs_stat *st);
+int link_retry(struct gs_fs *fs, uint64_t ino, uint64_t parent, const char *name,
+	       struct gs_stat *st, bool adopt);
+
 /* catalog.c, internal objects for the fs core's own use (xattrs, symlinks) */
 int internal_create(struct gs_fs *fs, uint64_t owner, uint64_t *ino, bool any);
 int unlink_internal_locked(struct gs_fs *fs, uint64_t ino);
