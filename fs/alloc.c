@@ -111,6 +111,15 @@ static void alloc_finish(struct gs_fs *fs)
 	if (a->reserve > 8192)
 		a->reserve = 8192;
 	a->cursor = l->journal_start + l->journal_blocks;
+	{
+		struct gs_q_geom g = { 0 };
+
+		a->mzone = 0;
+		if (fs->q && !gs_q_geometry(fs->q, &g) && g.meta_bytes / l->bs < l->nblocks)
+			a->mzone = g.meta_bytes / l->bs;
+	}
+	if (a->cursor < a->mzone)
+		a->cursor = a->mzone;
 	if (a->cursor >= l->nblocks)
 		a->cursor = 0;
 }
@@ -274,6 +283,8 @@ int alloc_reserve_aligned(struct gs_fs *fs, uint64_t goal, uint64_t len, uint64_
 		return -ENOSPC;
 	if (goal >= a->nbits)
 		goal = 0;
+	if (goal < a->mzone)
+		goal = a->mzone;	/* data: past a pool's mirrored zone */
 	if (!find_run_aligned(a, goal, len, align, &at))
 		return -ENOSPC;
 	bits_set(a, at, len);
@@ -299,6 +310,9 @@ int alloc_reserve(struct gs_fs *fs, uint64_t goal, uint64_t len, bool meta, bool
 		len = avail;
 	if (goal >= a->nbits)
 		goal = a->cursor < a->nbits ? a->cursor : 0;
+	/* a pool: metadata from its mirrored zone, data past it (wrapping into it when full) */
+	if (a->mzone)
+		goal = meta ? (goal < a->mzone ? goal : 0) : (goal < a->mzone ? a->mzone : goal);
 	if (!contig && !bit_test(a->map, goal)) {
 		at = goal;
 		n = run_len(a, goal, len);

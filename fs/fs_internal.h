@@ -226,6 +226,8 @@ struct alloc {
 	uint64_t ifree;
 	uint64_t icursor;
 	uint64_t reserve;	/* blocks kept for metadata: data allocations stop above it */
+	uint64_t mzone;		/* a pool's mirrored zone [0, mzone): metadata blocks go
+				 * there first, data only when the rest is full */
 };
 #define GS_AGROUP_SHIFT	15
 #define GS_AGROUP	(1u << GS_AGROUP_SHIFT)

@@ -522,6 +522,7 @@ static int pool_open(struct gs_bdev **bdp, const struct gs_q_params *p)
 	bd->geom.opt_io = bd->geo.su;
 	bd->geom.nr_devices = n;
 	bd->geom.capacity = bd->geo.capacity;
+	bd->geom.meta_bytes = n > 1 ? bd->geo.zone.lbytes : 0;
 	free(buf);
 	*bdp = bd;
 	return 0;

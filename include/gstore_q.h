@@ -39,6 +39,8 @@ struct gs_q_geom {
 	uint32_t nr_queues;	/* hardware queues / pollers the device can use */
 	uint32_t nr_devices;	/* devices striped behind this queue (1 today) */
 	uint64_t capacity;	/* bytes */
+	uint64_t meta_bytes;	/* a pool: bytes from offset 0 kept on two members or
+				 * more, where metadata belongs (0: no such zone) */
 };
 
 enum {

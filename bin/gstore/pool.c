@@ -61,7 +61,12 @@ static int open_pool(const char *dev, const char *devices, uint32_t flags, struc
 	return ret;
 }
 
-/* The fs superblock's metadata end (journal end) in bytes, through the pool. */
+/*
+ * The room the mirrored zone needs, in bytes, read from the fs superblock
+ * through the pool: the fs's fixed metadata (up to the journal's end) plus
+ * 1/128 of the store, at least 4 MiB, for the extent-tree, directory and xattr
+ * blocks the allocator puts there (fs/alloc.c: mzone).
+ */
 static int fs_meta_end(const char *backend, const char *dev, uint64_t *end)
 {
 	struct gs_q_params p = { .backend = backend, .path = dev, .flags = GS_Q_RDONLY };
@@ -82,9 +87,12 @@ static int fs_meta_end(const char *backend, const char *dev, uint64_t *end)
 		ret = r == 4096 ? 0 : r < 0 ? (int)r : -EIO;
 		gs_q_close(q);
 	}
-	if (!ret)
-		*end = (le64toh(sb->journal_start) + le64toh(sb->journal_blocks)) *
-		       le32toh(sb->block_size);
+	if (!ret) {
+		uint64_t bs = le32toh(sb->block_size), extra = le64toh(sb->nblocks) * bs / 128;
+
+		*end = (le64toh(sb->journal_start) + le64toh(sb->journal_blocks)) * bs +
+		       (extra > (4u << 20) ? extra : 4u << 20);
+	}
 	free(sb);
 	return ret;
 }
@@ -127,8 +135,8 @@ int pool_mkfs(const char *const *devs, unsigned n, struct gs_pool_opts *po, stru
 	}
 	o->backend = be;
 	o->force = 1;
-	/* the zone must hold the fs's fixed metadata: grow it until it does */
-	for (tries = 0; tries < 6; tries++) {
+	/* the zone must hold the fs's metadata: grow it until it does */
+	for (tries = 0; tries < 8; tries++) {
 		ret = gs_pool_create(devs, n, po);
 		if (ret)
 			break;

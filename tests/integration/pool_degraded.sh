@@ -75,6 +75,13 @@ gs_mount
 # 16 MiB: past the mirrored zone at the start of the pool, into the striped data
 head -c 16M /dev/urandom >"$T/ref"
 cp "$T/ref" "$MNT/arrays/f"
+# metadata outside the fixed zone: directory blocks, an extent tree (a file
+# of 120 separate extents), all allocated from the mirrored zone
+mkdir "$MNT/arrays/d"
+for ((i = 0; i < 300; i++)); do : >"$MNT/arrays/d/entry-with-a-long-name-$i"; done
+for ((i = 0; i < 240; i += 2)); do
+	dd if=/dev/zero of="$MNT/arrays/frag" bs=4k seek=$i count=1 conv=notrunc status=none
+done
 gs_umount
 gs_mount -o fault=m0:every=1
 if cat "$MNT/arrays/f" >/dev/null 2>"$T/cat.err"; then
@@ -82,6 +89,9 @@ if cat "$MNT/arrays/f" >/dev/null 2>"$T/cat.err"; then
 fi
 grep -qi "input/output error" "$T/cat.err" || { cat "$T/cat.err"; fail "not EIO"; }
 ls "$MNT/arrays" | grep -q "^f$" || fail "metadata (mirrored zone) not readable"
+[[ $(ls "$MNT/arrays/d" | wc -l) -eq 300 ]] || fail "directory blocks lost with member 0"
+[[ $(stat -c %s "$MNT/arrays/frag") -eq $((239 * 4096)) ]] || fail "extent tree lost"
+getfattr -d "$MNT/arrays/frag" >/dev/null 2>&1 || true
 gs_umount
 grep -q "only copy was on failed member 0 (.*m0)" "$T/gstorefs.log" ||
 	{ cat "$T/gstorefs.log"; fail "the EIO does not name member 0"; }
