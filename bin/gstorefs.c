@@ -16,11 +16,13 @@
 #include <libgen.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <syslog.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "gstore.h"
@@ -30,7 +32,7 @@
 
 struct conf {
 	char *image;
-	char *cache, *line, *fault, *backend, *devices;
+	char *cache, *line, *dirty, *fault, *backend, *devices;
 	unsigned pollers, qd, threads, readahead;
 	double timeout;
 	int ro, buffered, nonopts, helper;
@@ -42,6 +44,7 @@ enum { KEY_RO, KEY_KEEP, KEY_DROP, KEY_HELP, KEY_VERSION };
 static const struct fuse_opt gs_opts[] = {
 	OPT("cache=%s", cache, 0),
 	OPT("line=%s", line, 0),
+	OPT("dirty=%s", dirty, 0),
 	OPT("pollers=%u", pollers, 0),
 	OPT("qd=%u", qd, 0),
 	OPT("threads=%u", threads, 0),
@@ -81,6 +84,8 @@ static void usage(FILE *f)
 		"gstore options:\n"
 		"  -o cache=SIZE      block cache memory (default 256M)\n"
 		"  -o line=SIZE       cache line size (default 64K)\n"
+		"  -o dirty=SIZE      dirty cache kept at most; bounds the exit after umount\n"
+		"                     (default: a quarter of the cache, at most 1G)\n"
 		"  -o pollers=N       I/O poller threads, at most (default 2)\n"
 		"  -o qd=N            queue depth per poller (default 128)\n"
 		"  -o threads=N       FUSE worker threads, at most (default 64)\n"
@@ -166,16 +171,49 @@ static char *fsname_opt(const char *image)
 	return s;
 }
 
-static int detached, log_quiet;
+static int detached;
 
 static void log_msg(int level, const char *msg, void *arg)
 {
-	if (log_quiet)
-		return;
 	if (detached)
 		syslog(level, "%s", msg);
 	else
 		fprintf(stderr, "gstorefs: %s\n", msg);
+}
+
+__attribute__((format(printf, 2, 3))) static void say(int level, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	log_msg(level, msg, NULL);
+}
+
+static double mono_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/*
+ * The session ended (umount, or a signal): what is left to do before the
+ * image is free again is writing back the dirty cache (at most the dirty
+ * limit) and checkpointing the journal.  Say how much, for whoever waits.
+ */
+static double say_unmounting(struct gs_fs *fs, const char *image)
+{
+	struct gs_cache *cache = gs_fs_cache(fs);
+	struct gs_cache_stats st;
+
+	gs_cache_get_stats(cache, &st);
+	say(GS_LOG_INFO, "%s: unmounted; writing back %llu MiB of dirty cache, then the journal",
+	    image, ((unsigned long long)st.dirty * gs_cache_line_size(cache)) >> 20);
+	return mono_s();
 }
 
 /* Fork; the parent waits for the child's verdict on the pipe and exits with it. */
@@ -252,6 +290,13 @@ static int parse_conf(struct conf *c, struct gs_fs_opts *fo)
 		}
 		fo->line_size = (uint32_t)v;
 	}
+	if (c->dirty) {
+		if (gs_parse_size(c->dirty, &v) || !v) {
+			fprintf(stderr, "gstorefs: bad dirty size '%s'\n", c->dirty);
+			return -1;
+		}
+		fo->dirty_bytes = v;
+	}
 	fo->path = c->image;
 	fo->pollers = c->pollers;
 	fo->queue_depth = c->qd;
@@ -267,28 +312,10 @@ static int parse_conf(struct conf *c, struct gs_fs_opts *fo)
 		c->backend = b;
 	}
 	fo->backend = c->backend;
-	fo->flags = (c->ro ? GS_FS_RDONLY : 0) | (c->buffered ? GS_FS_BUFFERED : 0);
+	/* umount(2) returns before the old daemon of this image has written its
+	 * cache back and let go: wait for it (while it writes) instead of failing */
+	fo->flags = GS_FS_WAIT | (c->ro ? GS_FS_RDONLY : 0) | (c->buffered ? GS_FS_BUFFERED : 0);
 	return 0;
-}
-
-/*
- * umount(2) of a FUSE mount returns before the old daemon has written its
- * cache back and released the image, so `umount; mount` can find the image
- * still locked: wait a little for it rather than fail at once.
- */
-static int mount_fs(struct gs_fs **fs, const struct gs_fs_opts *fo)
-{
-	int ret;
-
-	for (int i = 0; i < 100; i++) {
-		ret = gs_fs_mount(fs, fo);
-		if (ret != -EBUSY)
-			break;
-		log_quiet = 1;	/* said once that it is busy */
-		usleep(100000);
-	}
-	log_quiet = 0;
-	return ret;
 }
 
 static int run_loop(struct fuse_session *se, const struct fuse_cmdline_opts *o,
@@ -357,6 +384,7 @@ int main(int argc, char **argv)
 	sigset_t sigs, oldsigs;
 	char *fsname = NULL, imgpath[PATH_MAX];
 	int wfd = -1, ret = 1;
+	double t_end = 0;
 
 	if (!strncmp(basename(argv[0]), "mount.", 6))
 		argc = strip_mount_flags(argc, argv);
@@ -396,7 +424,7 @@ int main(int argc, char **argv)
 	sigaddset(&sigs, SIGTERM);
 	sigaddset(&sigs, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &sigs, &oldsigs);
-	ret = mount_fs(&fs, &fo);
+	ret = gs_fs_mount(&fs, &fo);
 	if (ret < 0) {
 		fprintf(stderr, "gstorefs: cannot mount %s: %s\n", c.image, strerror(-ret));
 		ret = 1;
@@ -420,6 +448,7 @@ int main(int argc, char **argv)
 	wfd = -1;
 
 	ret = run_loop(se, &o, &c) ? 1 : 0;
+	t_end = say_unmounting(fs, c.image);
 
 	gs_attach_stop(att);
 	fuse_session_unmount(se);
@@ -430,6 +459,10 @@ destroy:
 unmount_fs:
 	if (gs_fs_unmount(fs) < 0)
 		ret = 1;	/* data not flushed: say so in the exit status */
+	if (t_end)
+		say(ret ? GS_LOG_ERR : GS_LOG_INFO, "%s: %s after %.1f s", c.image,
+		    ret ? "write-back FAILED, released" : "written back and released",
+		    mono_s() - t_end);
 fail:
 	daemon_ready(wfd, 1);	/* only if still attached: a failure before the mount */
 free_args:
@@ -439,6 +472,7 @@ free_args:
 	/* fuse_opt_parse strdup()s every "%s" option value */
 	free(c.cache);
 	free(c.line);
+	free(c.dirty);
 	free(c.fault);
 	free(c.backend);
 	free(c.devices);

@@ -53,7 +53,9 @@ static inline __le64 st64(uint64_t v) { return htole64(v); }
 #define GS_MIN_FS_BLOCKS	64u
 #define GS_DEF_CACHE		(256ULL << 20)
 #define GS_DEF_LINE		(64u << 10)
+#define GS_DEF_DIRTY_MAX	(1ULL << 30)	/* default dirty limit: cache / 4, at most this */
 #define GS_COMMIT_INTERVAL_MS	5000	/* background commit of un-fsynced changes */
+#define GS_DIRTY_SAMPLE_NS	250	/* dirty data is counted at most every this * lines ns */
 #define GS_ICACHE_MAX		65536	/* in-memory inodes kept beyond current use */
 
 /* ---- superblock and layout (super.c, mkfs.c) ---- */
@@ -264,6 +266,10 @@ struct gs_fs {
 
 	/* full cache flushes: numbered when started, highest completed */
 	uint64_t flush_seq, flush_done;
+	/* Dirty cache data is kept under dirty_max bytes (it bounds the write-back
+	 * at unmount).  Counting walks every line: it is done at most every
+	 * dirty_every ns (dirty_at: when, CLOCK_MONOTONIC), the count in dirty_seen */
+	uint64_t dirty_max, dirty_every, dirty_at, dirty_seen;
 
 	/* direct leases: every inode's list, and the wait for an end (lease.c) */
 	pthread_mutex_t lease_mu;
@@ -299,6 +305,8 @@ int jnl_scan(struct gs_fs *fs, uint64_t *ntx, uint64_t *nblocks);
 int sb_write(struct gs_fs *fs);
 int fs_fail(struct gs_fs *fs, int err, const char *what);
 int fs_open_common(struct gs_fs **fsp, const struct gs_fs_opts *o, bool for_fsck);
+/* flock the image; with @wait, wait for a holder that is finishing (lockwait.c) */
+int fs_lock_image(int fd, const char *path, bool shared, bool wait);
 void fs_close_common(struct gs_fs *fs);
 static inline uint64_t blk2off(const struct gs_fs *fs, uint64_t blk)
 {

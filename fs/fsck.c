@@ -742,10 +742,12 @@ int gs_fs_fsck(const char *path, unsigned flags, gs_fsck_report report, void *ar
 	uint32_t state;
 	int ret;
 
-	if (flags & ~(GS_FSCK_REPAIR | GS_FSCK_FORCE))
+	if (flags & ~(GS_FSCK_REPAIR | GS_FSCK_FORCE | GS_FSCK_WAIT))
 		return GS_FSCK_ERROR;
 	if (!c.repair)
 		o.flags |= GS_FS_RDONLY;
+	if (flags & GS_FSCK_WAIT)
+		o.flags |= GS_FS_WAIT;
 	ret = fs_open_common(&fs, &o, true);
 	if (ret == -EINVAL) {	/* no O_DIRECT here, or not gstore: try buffered */
 		o.flags |= GS_FS_BUFFERED;

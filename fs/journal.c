@@ -651,11 +651,52 @@ int fs_reclaim(struct gs_fs *fs)
 	return ret < 0 ? ret : 1;
 }
 
-/* Called before an operation takes fs->ns: keep transactions bounded. */
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000 + (uint64_t)ts.tv_nsec;
+}
+
+/* Dirty cache bytes, as counted at most fs->dirty_every ns ago (one caller
+ * counts, the others take its number: counting walks every line). */
+static uint64_t dirty_bytes(struct gs_fs *fs)
+{
+	uint64_t now = mono_ns(), at = __atomic_load_n(&fs->dirty_at, __ATOMIC_RELAXED);
+	struct gs_cache_stats st;
+
+	if (now - at >= fs->dirty_every &&
+	    __atomic_compare_exchange_n(&fs->dirty_at, &at, now, false, __ATOMIC_RELAXED,
+					__ATOMIC_RELAXED)) {
+		gs_cache_get_stats(fs->c, &st);
+		__atomic_store_n(&fs->dirty_seen, (uint64_t)st.dirty * fs->line, __ATOMIC_RELAXED);
+	}
+	return __atomic_load_n(&fs->dirty_seen, __ATOMIC_RELAXED);
+}
+
+/*
+ * Called before an operation takes fs->ns: keep transactions bounded, and
+ * dirty data under fs->dirty_max.  Past the limit the operation first writes
+ * the cache back (as balance_dirty_pages() makes writers do): the writers
+ * wait for the device instead of filling the cache faster than it drains,
+ * and the write-back left for the unmount stays within the limit.
+ */
 void jnl_op_begin(struct gs_fs *fs)
 {
+	int ret;
+
 	if (__atomic_load_n(&fs->j.tx_n, __ATOMIC_RELAXED) > fs->j.tx_max)
 		jnl_sync(fs, false);
+	if (fs->rdonly || fs->error || !fs->dirty_max || dirty_bytes(fs) <= fs->dirty_max)
+		return;
+	ret = fs_flush_all(fs);
+	/* a failed write-back stops writes, as it does before a commit: nobody
+	 * else would hear of it, the cache reports an error once */
+	if (ret < 0)
+		fs_fail(fs, ret, "write-back of dirty data");
+	/* count again on the next call: the number seen is stale now */
+	__atomic_store_n(&fs->dirty_at, 0, __ATOMIC_RELAXED);
 }
 
 static void *commit_thread(void *arg)

@@ -298,11 +298,9 @@ int fs_open_common(struct gs_fs **fsp, const struct gs_fs_opts *o, bool for_fsck
 		goto free_fs;
 	}
 	/* Only a lock: all I/O goes through gs_q. */
-	if (flock(fs->lock_fd, (fs->rdonly ? LOCK_SH : LOCK_EX) | LOCK_NB) < 0) {
-		ret = errno == EWOULDBLOCK ? -EBUSY : -errno;
-		gs_err("gstore: %s is in use (mounted or being checked)", o->path);
+	ret = fs_lock_image(fs->lock_fd, o->path, fs->rdonly, o->flags & GS_FS_WAIT);
+	if (ret < 0)
 		goto close_lock;
-	}
 
 	qp.backend = o->backend;
 	qp.path = o->path;
@@ -358,6 +356,10 @@ int fs_open_common(struct gs_fs **fsp, const struct gs_fs_opts *o, bool for_fsck
 		gs_cache_get_stats(fs->c, &cs);
 		fs->cache_bytes = (uint64_t)cs.lines * fs->line;
 	}
+	fs->dirty_max = o->dirty_bytes ? o->dirty_bytes : fs->cache_bytes / 4;
+	if (!o->dirty_bytes && fs->dirty_max > GS_DEF_DIRTY_MAX)
+		fs->dirty_max = GS_DEF_DIRTY_MAX;
+	fs->dirty_every = fs->cache_bytes / fs->line * GS_DIRTY_SAMPLE_NS;
 
 	fs->icache_max = GS_ICACHE_MAX;
 	fs->ihash_n = 4096;

@@ -59,6 +59,8 @@ int gs_fs_mkfs(const char *path, const struct gs_mkfs_opts *o);
 enum {
 	GS_FS_RDONLY = 1u << 0,
 	GS_FS_BUFFERED = 1u << 1,	/* no O_DIRECT (tests on tmpfs) */
+	GS_FS_WAIT = 1u << 2,		/* image locked, not mounted: wait while its holder
+					 * (an unmounted daemon writing back) does I/O */
 };
 
 struct gs_fs_opts {
@@ -70,11 +72,16 @@ struct gs_fs_opts {
 	uint32_t queue_depth;	/* 0: 128 */
 	const char *fault;	/* gs_q fault-injection spec (tests) */
 	const char *backend;	/* gs_q backend; NULL: chosen by path (gs_q_open(3)) */
+	uint64_t dirty_bytes;	/* writers write back beyond this much dirty cache; it
+				 * bounds the write-back at unmount.  0: a quarter of
+				 * the cache, at most 1 GiB */
 };
 /* Open, check the superblock, replay the journal. */
 int gs_fs_mount(struct gs_fs **fsp, const struct gs_fs_opts *o);
 /* Flush everything, mark clean, close.  Returns the flush's result. */
 int gs_fs_unmount(struct gs_fs *fs);
+/* The mount point of @image's gstorefs mount (malloc'ed), or NULL. */
+char *gs_fs_find_mount(const char *image);
 
 struct gs_stat {
 	uint64_t ino;
@@ -309,6 +316,7 @@ enum {
 enum {
 	GS_FSCK_REPAIR = 1u << 0,
 	GS_FSCK_FORCE = 1u << 1,	/* check even if marked clean */
+	GS_FSCK_WAIT = 1u << 2,		/* wait for an unmounted daemon still finishing */
 };
 /* Check (and with GS_FSCK_REPAIR fix) an unmounted image.  Findings go
  * to @report (may be NULL), one line each.  Returns GS_FSCK_* bits. */

@@ -202,6 +202,8 @@ int cmd_fsck(int argc, char **argv)
 	}
 	if (yes)
 		flags |= GS_FSCK_REPAIR;
+	/* locked but not mounted: a daemon still writing back after its unmount */
+	flags |= GS_FSCK_WAIT;
 	ret = gs_fs_fsck(path, flags, fsck_line, &lines);
 	if (ret < 0) {
 		gs_fail(0, "fsck %s: %s", path, strerror(-ret));

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "gstore.h"
+#include "gstore_fs.h"
 #include "cmd.h"
 
 int gs_fail(int status, const char *fmt, ...)
@@ -101,55 +102,9 @@ void gs_progress_end(struct gs_progress *p)
 	fputc('\n', stderr);
 }
 
-/* mountinfo escapes space, tab, newline and backslash as \ooo. */
-static void unescape(char *s)
-{
-	char *d = s;
-
-	for (; *s; s++) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] && s[3]) {
-			*d++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
-			s += 3;
-		} else {
-			*d++ = *s;
-		}
-	}
-	*d = 0;
-}
-
 char *gs_find_mount(const char *image)
 {
-	char path[PATH_MAX], line[3 * PATH_MAX];
-	char *found = NULL;
-	FILE *f;
-
-	if (!realpath(image, path))
-		return NULL;
-	f = fopen("/proc/self/mountinfo", "r");
-	if (!f)
-		return NULL;
-	while (!found && fgets(line, sizeof(line), f)) {
-		char *mnt, *sep, *type, *src, *save;
-
-		/* id parent maj:min root MOUNT opts [optional...] - TYPE SOURCE superopts */
-		strtok_r(line, " ", &save);
-		for (int i = 0; i < 3; i++)
-			strtok_r(NULL, " ", &save);
-		mnt = strtok_r(NULL, " ", &save);
-		sep = strstr(save, " - ");
-		if (!mnt || !sep)
-			continue;
-		type = strtok_r(sep + 3, " ", &save);
-		src = strtok_r(NULL, " ", &save);
-		if (!type || !src || strcmp(type, "fuse.gstorefs"))
-			continue;
-		unescape(src);
-		unescape(mnt);
-		if (!strcmp(src, path))
-			found = strdup(mnt);
-	}
-	fclose(f);
-	return found;
+	return gs_fs_find_mount(image);
 }
 
 int gs_is_mount(const char *dir)

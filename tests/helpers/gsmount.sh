@@ -7,6 +7,7 @@
 #                                   ($T/m0.., $IMG is $T/m0) instead of one image
 #   gs_mount [-o OPTS]              start gstorefs in the foreground (pid $GS_PID)
 #   gs_umount                       unmount and wait for the daemon; fails if it failed
+#   gs_detach                       unmount only: the daemon goes on exiting
 #   gs_kill9                        kill -9 the daemon, detach the dead mount
 #   fail MSG / ok MSG / expect WANT CMD...
 set -u
@@ -137,14 +138,20 @@ operation not permitted|permission denied" "$T/gstorefs.log"; then
 	fail "gstorefs did not mount $IMG"
 }
 
-gs_umount() {
-	local i rc
+# gs_detach: the umount alone; the daemon ($GS_PID) goes on exiting
+gs_detach() {
+	local i
 	for ((i = 0; i < 50; i++)); do
 		fusermount3 -u "$MNT" 2>/dev/null && break
 		sleep 0.1
 	done
 	[[ $i -lt 50 ]] || fail "cannot unmount $MNT"
 	GS_MOUNTED=0
+}
+
+gs_umount() {
+	local rc
+	gs_detach
 	wait "$GS_PID"
 	rc=$?
 	GS_PID=
