@@ -2,11 +2,13 @@
 # gstore top-level build.  `make help` lists the targets.
 #
 #   make            build libgstore, the tools and the tests (and .cu files if nvcc exists)
-#   make check      build and run every test (tests/run.sh; exit 77 = skip)
+#   make check      install the test packages, build, run every test in parallel
+#                   (tests/run.sh; exit 77 = skip; TEST_JOBS=N)
 #   make asan check the same under ASan/UBSan (build-asan/)
 #   make tsan check-tsan   the ring and cache tests under TSan (build-tsan/)
-#   make deps       install missing Debian packages
-#   make demo       format an image, import example data, mount it, show it
+#   make deps       install the missing Debian packages the demo needs (scripts/deps.sh)
+#   make demo       the same, build what the demo uses, format an image, import example
+#                   data, mount it, show it (CUDA=1: the .cu files too)
 #   make bench      run the benchmarks (see docs/PERF.md)
 #   make install    libgstore (.so, .a), headers, gstore.pc, the CUDA library where nvcc
 #                   exists, binaries, man pages, mount helper under $(DESTDIR)$(PREFIX)
@@ -45,7 +47,8 @@ endif
 CPPFLAGS += -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Iinclude -Iuapi
 LIB_CPPFLAGS := -Ilib
 TEST_CPPFLAGS := -Ilib -I.
-FUSE_CPPFLAGS := $(shell pkg-config --cflags fuse3 2>/dev/null)
+# (expanded when used: `make demo` and `make check` install libfuse3-dev first)
+FUSE_CPPFLAGS = $(shell pkg-config --cflags fuse3 2>/dev/null)
 CFLAGS ?= -O2 -g
 CFLAGS += -std=gnu11 -Wall -Wextra $(WERROR) -Wno-unused-parameter -pthread -MMD -MP $(SANFLAGS)
 # library objects (static and shared alike): position independent, and hidden
@@ -99,17 +102,19 @@ ifneq ($(NVCC),)
 ALL_CU := $(CU_OBJS) $(CUDA_LIB)
 endif
 
-.PHONY: all check asan tsan check-tsan deps demo bench install clean help cuda lib progs tests kmod
+.PHONY: all check asan tsan check-tsan deps deps-test demo bench install clean help cuda lib progs tests kmod
 all: $(LIB) $(SO_LINKS) $(PROGS) $(UNIT_BINS) $(ITEST_BINS) $(ALL_CU)
 lib: $(LIB) $(SO_LINKS)
 progs: $(PROGS)
 tests: $(UNIT_BINS) $(ITEST_BINS)
 cuda: $(CU_OBJS) $(CUDA_LIB)
 
-# a change of compiler or flags rebuilds every object (make tracks files, not flags)
+# a change of compiler or flags rebuilds every object (make tracks files, not flags);
+# `make demo` and `make check` install their packages first (see deps: below)
+PKGS := $(if $(filter check,$(MAKECMDGOALS)),deps-test,$(if $(filter demo,$(MAKECMDGOALS)),deps))
 FLAGS_STAMP := $(B)/.flags
 FLAGS_NOW := $(CC) $(CPPFLAGS) $(LIB_CPPFLAGS) $(TEST_CPPFLAGS) $(CFLAGS) $(LIB_CFLAGS)
-$(FLAGS_STAMP): FORCE
+$(FLAGS_STAMP): FORCE | $(PKGS)
 	@mkdir -p $(@D)
 	@echo '$(FLAGS_NOW)' | cmp -s - $@ || echo '$(FLAGS_NOW)' >$@
 .PHONY: FORCE
@@ -194,7 +199,7 @@ links: $(PROGS)
 		ln -sf gstore $(B)/bin/fsck.gstore; fi
 all: links
 
-check: all
+check: deps-test all
 	B=$(B) tests/run.sh
 
 asan:
@@ -207,11 +212,20 @@ TSAN_BINS := $(filter $(addprefix $(B)/tests/,$(TSAN_TESTS) $(addsuffix /%,$(TSA
 check-tsan: $(TSAN_BINS)
 	B=$(B) TESTS_FILTER='$(TSAN_TESTS)' tests/run.sh
 
+# Packages before anything compiles (every object waits for $(FLAGS_STAMP), PKGS): the demo
+# set for `make deps` and `make demo`, the test set (cmocka, fio, stress-ng, qemu, ...)
+# for `make check`, best effort there (without root or network the tests that need a
+# missing package skip; DEPS_STRICT=1 makes it an error, as CI wants).
 deps:
-	scripts/deps.sh
+	scripts/deps.sh demo
+deps-test:
+	DEPS_TRY=$(if $(DEPS_STRICT),0,1) scripts/deps.sh test
 
-demo: deps
-	$(MAKE) all
+# The demo builds what it runs: libgstore, gstore, gstorefs; the .cu files with CUDA=1,
+# or when $(B)/cuda exists already (CUDA=0: never).
+DEMO_CU := $(if $(filter 1,$(CUDA)),$(ALL_CU),$(if $(filter 0,$(CUDA)),,$(if \
+	   $(wildcard $(B)/cuda),$(ALL_CU))))
+demo: $(B)/bin/gstore $(B)/bin/gstorefs $(DEMO_CU) | deps
 	scripts/demo.sh
 
 bench: all

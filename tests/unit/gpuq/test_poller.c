@@ -3,6 +3,8 @@
  * Poller behaviour: more pollers become active under load and park again
  * when idle; idle pollers (with a GPU-style polled ring attached) cost
  * almost no CPU; rings come and go while requests flow.
+ *
+ * serial: the idle check measures CPU use, which other tests running beside it would skew
  */
 #include <stdarg.h>
 #include <stddef.h>
