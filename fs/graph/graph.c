@@ -730,6 +730,45 @@ static int edge_line(struct gs_graph *g, char *buf, size_t size, uint64_t u, uin
 	return snprintf(buf, size, "%" PRIu64 " %" PRIu64 "\n", u, v);
 }
 
+/*
+ * After a vertex without a list, go on at the next one that has a list:
+ * the next page's first vertex when this one lies past its page's last
+ * (a dense graph with far more ids than lists, --vertices 2^40, is then
+ * read in the time its pages take).  Pending updates may give any vertex
+ * a list: then every one is asked.
+ */
+static void edges_skip(struct gs_graph *g, struct gs_graph_cursor *c, struct gr_scratch *sc)
+{
+	const struct gr_gtt *t = &g->dir[0].gtt;
+	uint64_t i, next;
+
+	if (g->eng != &gr_engine_pages || g->dir[0].npend || c->v == GS_GRAPH_NONE - 1)
+		return;
+	i = gr_gtt_lower(t, c->v + 1);
+	next = i < t->n ? t->e[i].key : g->nv;
+	if (i && c->v < t->e[i - 1].last) {
+		/* in its page: the next tuple's vertex */
+		unsigned lo = 0, hi;
+
+		if (scratch_page(g, 0, t->e[i - 1].page, sc))
+			return;
+		hi = gr_page_count(&g->gm, sc->page);
+		while (lo < hi) {
+			unsigned mid = (lo + hi) / 2;
+
+			if (gr_ldid(gr_page_tuple(&g->gm, sc->page, mid), g->gm.idw) <= c->v)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (lo == gr_page_count(&g->gm, sc->page))
+			return;
+		next = gr_ldid(gr_page_tuple(&g->gm, sc->page, lo), g->gm.idw);
+	}
+	if (next > c->v + 1)
+		c->v = next - 1;	/* the loop's increment takes it there */
+}
+
 /* Vertices in index order (ascending ids, then those added by updates),
  * each list by ascending id; the cursor counts indices and list entries. */
 ssize_t gs_graph_edges_text(struct gs_graph *g, struct gs_graph_cursor *c, char *buf,
@@ -749,7 +788,9 @@ ssize_t gs_graph_edges_text(struct gs_graph *g, struct gs_graph_cursor *c, char 
 		uint64_t u;
 
 		n = g->eng->get(g, GS_GRAPH_OUT, c->v, &sc->l, sc, false);
-		if (n == -ENOENT)
+		if (n == 0)
+			edges_skip(g, c, sc);
+		if (n == -ENOENT || n == 0)
 			continue;
 		if (n >= 0)
 			n = gr_ids_id(&g->ids, &sc->ic, c->v, &u);

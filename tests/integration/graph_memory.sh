@@ -52,6 +52,17 @@ G info hub | grep -qx "edges: 2000000" || fail "hub: $(G info hub)"
 ok "a 2M-neighbour hub (19 MB of text) with --mem 4M: peak RSS $((rss >> 10)) MiB"
 rm -f "$T/hub.el"
 
+# dense ids on request (--vertices 2^40): no bit per vertex, and the edge
+# list is read in the time its pages take, not 2^40 steps
+printf '5 7\n1000000000 3\n1000000001 2\n' >"$T/v.el"
+rss=$(maxrss "$GSTORE" import graph v "$T/v.el" --vertices 1099511627776 --image "$IMG" \
+	--cache 16M) || fail "import with --vertices 2^40"
+((rss < LIMIT)) || fail "--vertices 2^40: peak RSS $rss KiB"
+G info v | grep -qx "vertices: 1099511627776" || fail "v: $(G info v)"
+G edges v >"$T/got" || fail "edges v"
+printf '5 7\n1000000000 3\n1000000001 2\n' | cmp -s - "$T/got" || fail "edges v: $(cat "$T/got")"
+ok "2^40 dense vertices: peak RSS $((rss >> 10)) MiB, edge list read page by page"
+
 # a random graph, its ids scattered (order scrambled) far above its size
 $REF gen "$T/d.txt" 3000 12000 7 || fail gen
 $REF remap "$T/d.txt" "$T/s.txt" || fail remap
