@@ -9,8 +9,11 @@
  * exactly the written extents of the leases bound to it, readable, and
  * writable for write leases.  Holes and unwritten extents are in no bounds:
  * an unwritten block still holds a previous owner's bytes.  A lease pins
- * its mapping, so the bounds stay true until it is unbound; ending a lease
- * that a ring still holds is the caller's bug (unbind or delete first).
+ * its mapping, so the bounds stay true until it is unbound, and unbinding
+ * returns once the requests its extents let through have completed
+ * (gs_q_ring_set_bounds() waits for them): then the lease may end.  Ending
+ * a lease that a ring still holds is the caller's bug (unbind or delete
+ * the ring first).
  *
  * Bindings are few and change rarely (an OPEN, a RING, a SYNC): one list
  * and one lock for all filesystems, held while a ring's new table is built

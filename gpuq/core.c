@@ -194,6 +194,7 @@ int gs_q_ring_set_bounds(struct gs_q *q, struct gs_ring *ring, const struct gs_q
 			break;
 		}
 		old = qr->bounds;
+		nb->par = old ? old->par ^ 1 : 0;
 		/* release: the table's contents before the pointer pollers load */
 		__atomic_store_n(&qr->bounds, nb, __ATOMIC_RELEASE);
 		nb = NULL;
@@ -201,6 +202,11 @@ int gs_q_ring_set_bounds(struct gs_q *q, struct gs_ring *ring, const struct gs_q
 		 * poller has passed a loop top (as for a replaced ring set) */
 		if (q->pollers)
 			rings_quiesce(q, __atomic_add_fetch(&q->ring_gen, 1, __ATOMIC_SEQ_CST));
+		/* then for the requests @old let through: after we return, the
+		 * ranges it had and the new one lacks are touched by nobody (an fs
+		 * may end the lease behind them); acquire: pairs with complete() */
+		while (old && __atomic_load_n(&qr->admitted[old->par], __ATOMIC_ACQUIRE))
+			usleep(50);
 		ret = 0;
 		break;
 	}

@@ -41,6 +41,7 @@ enum { PS_RUN, PS_SLEEP, PS_PARKED, PS_EXIT };
 struct qbounds {
 	uint32_t n;
 	uint32_t perms;		/* union of b[].perm: no GS_Q_BOUND_WRITE, no flush */
+	uint32_t par;		/* qring.admitted[] slot its requests count in */
 	struct qbound {
 		uint64_t start, end;	/* device bytes [start, end) */
 		uint32_t perm;		/* GS_Q_BOUND_* */
@@ -69,6 +70,9 @@ struct qring {
 	 * in the region, cqes that find the cq full dropped (and counted) */
 	int bounded;
 	struct qbounds *bounds;	/* shared: acquire/release; NULL: refuse all */
+	/* shared: requests in flight that a table of each parity let through;
+	 * a table is replaced only once the other parity's count is back to 0 */
+	uint64_t admitted[2];
 	uint32_t dead;		/* shared: gs_q_ring_del() under way, cqes dropped */
 	uint64_t inflight;	/* shared: popped requests not yet completed */
 };
@@ -87,6 +91,7 @@ struct preq {
 	int64_t res;		/* result while waiting for cq space */
 	uint64_t bar;		/* flush: barrier ticket it waits for */
 	uint8_t wpar;		/* write: barrier parity it was counted in */
+	int8_t bpar;		/* bounded ring: qring.admitted[] slot, -1: none */
 	struct preq *next;	/* free list, flush wait list, cq overflow list */
 };
 

@@ -223,6 +223,11 @@ static int ovf_waits(struct poller *p, struct preq *rq)
 
 static void complete(struct poller *p, struct preq *rq, int64_t res)
 {
+	if (rq->bpar >= 0) {
+		/* release: its I/O is over before gs_q_ring_set_bounds() sees 0 */
+		__atomic_fetch_sub(&rq->qr->admitted[rq->bpar], 1, __ATOMIC_RELEASE);
+		rq->bpar = -1;
+	}
 	STAT_ADD(p, reqs, 1);
 	if (res < 0)
 		STAT_ADD(p, errors, 1);
@@ -398,10 +403,12 @@ static int region_index(struct gs_q *q, char *buf, uint32_t len)
  * A bounded ring's request: inside the ring's bounds with the permission
  * its op needs (a flush needs write permission somewhere), its buffer an
  * offset into the ring's region.  0, or the -errno it completes with; the
- * refusal is counted.
+ * refusal is counted.  An admitted request is counted in the table's parity
+ * until it completes, so that replacing the table can wait for it.
  */
-static int prep_bounded(struct poller *p, struct qring *qr, const struct gs_sqe *e)
+static int prep_bounded(struct poller *p, struct qring *qr, struct preq *rq)
 {
+	const struct gs_sqe *e = &rq->sqe;
 	/* acquire: pairs with gs_q_ring_set_bounds()'s release of the table */
 	const struct qbounds *qb = __atomic_load_n(&qr->bounds, __ATOMIC_ACQUIRE);
 	uint32_t need = e->op == GS_OP_READ ? GS_Q_BOUND_READ : GS_Q_BOUND_WRITE;
@@ -409,15 +416,20 @@ static int prep_bounded(struct poller *p, struct qring *qr, const struct gs_sqe 
 
 	if (e->op == GS_OP_FLUSH) {
 		if (qb && (qb->perms & GS_Q_BOUND_WRITE))
-			return 0;
+			ret = 0;
 	} else if (!(e->flags & GS_SQE_BUF_OFF)) {
 		ret = -EFAULT;	/* an address in our space: never from another process */
 	} else {
 		ret = gs_bounds_check(qb, e->off, e->len, need);
 	}
-	if (ret)
+	if (ret) {
 		STAT_ADD(p, denied, 1);
-	return ret;
+		return ret;
+	}
+	/* relaxed: published to gs_q_ring_set_bounds() by our next seen_gen store */
+	rq->bpar = (int8_t)qb->par;
+	__atomic_fetch_add(&qr->admitted[qb->par], 1, __ATOMIC_RELAXED);
+	return 0;
 }
 
 /* Validate a request; fills the bio.  0 or -errno. */
@@ -440,7 +452,7 @@ static int prep(struct poller *p, struct preq *rq)
 	b->buf_index = -1;
 	b->priv = rq;
 	if (qr->bounded) {
-		int ret = prep_bounded(p, qr, e);
+		int ret = prep_bounded(p, qr, rq);
 
 		if (ret)
 			return ret;
@@ -477,6 +489,7 @@ static void take(struct poller *p, struct qring *qr, const struct gs_sqe *e)
 	p->free = rq->next;
 	rq->sqe = *e;
 	rq->qr = qr;
+	rq->bpar = -1;
 	/* relaxed: published to gs_q_ring_del() by our next seen_gen release */
 	__atomic_fetch_add(&qr->inflight, 1, __ATOMIC_RELAXED);
 	ret = prep(p, rq);

@@ -279,8 +279,9 @@ struct gs_ring;
 int gs_fs_ring_add(struct gs_fs *fs, struct gs_ring *ring, size_t ring_bytes, void *buf_base,
 		   size_t buf_len);
 int gs_fs_ring_bind(struct gs_fs *fs, struct gs_ring *ring, struct gs_lease *l);
-/* Takes @l's extents from @ring's bounds: unbind (or delete the ring)
- * before gs_fs_lease_end(). */
+/* Takes @l's extents from @ring's bounds; returns once the requests they let
+ * through have completed.  Unbind (or delete the ring) before
+ * gs_fs_lease_end(). */
 int gs_fs_ring_unbind(struct gs_fs *fs, struct gs_ring *ring, struct gs_lease *l);
 /* Stops serving @ring (waits for its requests in flight); the leases stay. */
 int gs_fs_ring_del(struct gs_fs *fs, struct gs_ring *ring);

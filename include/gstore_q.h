@@ -157,7 +157,8 @@ int gs_q_ring_add_bounded(struct gs_q *q, struct gs_ring *ring, size_t ring_byte
 			  void *buf_base, size_t buf_len);
 /* Replace the bounds of a bounded ring with @n ranges (any order; they may
  * overlap: permissions add up).  Requests popped afterwards see the new
- * table.  -EINVAL for a ring added with gs_q_ring_add(). */
+ * table; returns once every request the old table let through has
+ * completed.  -EINVAL for a ring added with gs_q_ring_add(). */
 int gs_q_ring_set_bounds(struct gs_q *q, struct gs_ring *ring, const struct gs_q_bound *b,
 			 unsigned n);
 /* Wake the pollers if they sleep (CPU producers; GPU rings are polled). */

@@ -323,6 +323,40 @@ static void test_flood(void **state)
 	bring_free(&good);
 }
 
+/*
+ * Replacing a ring's bounds returns only once the requests the old table let
+ * through have completed: then whatever the old ranges were (a lease's
+ * blocks) may change owner.  A device model makes the read take 300 ms.
+ */
+static void test_rebound_waits(void **state)
+{
+	struct gs_q_params qp = { .fault = "model=1000000:10000:300000" };
+	struct gs_q_bound rd = { .off = 0, .len = IMG, .perm = GS_Q_BOUND_READ };
+	struct gs_sqe e = { .op = GS_OP_READ, .flags = GS_SQE_BUF_OFF | GS_SQE_CW, .len = BS,
+			    .off = 5 * BS, .cw = 4 };
+	struct gs_q_stats st;
+	struct bring b;
+	struct gs_q *q;
+
+	assert_int_equal(tq_open(&q, &qp, IMG), 0);
+	bring_init(&b, 16, 16);
+	assert_int_equal(gs_q_ring_add_bounded(q, b.r, b.bytes, b.buf, 16 * BS), 0);
+	assert_int_equal(gs_q_ring_set_bounds(q, b.r, &rd, 1), 0);
+	b.cw[4].state = 0;
+	bpush(q, &b, &e);
+	do {	/* admitted and in the device */
+		usleep(1000);
+		gs_q_get_stats(q, &st);
+	} while (!st.inflight && !gs_load_acq32(&b.cw[4].state));
+	assert_int_equal(gs_q_ring_set_bounds(q, b.r, NULL, 0), 0);
+	assert_int_equal(gs_load_acq32(&b.cw[4].state), 1);	/* done before the return */
+	assert_int_equal(b.cw[4].res, BS);
+	assert_int_equal(bread(q, &b, 5 * BS, BS, 0), -EACCES);
+	assert_int_equal(gs_q_ring_del(q, b.r), 0);
+	gs_q_close(q);
+	bring_free(&b);
+}
+
 /* A trusted ring whose cq nobody drains: deleting it does not wait forever
  * for cq space (completions of a ring being deleted are dropped). */
 static void test_del_undrained(void **state)
@@ -354,6 +388,7 @@ int main(void)
 		cmocka_unit_test(test_refused),
 		cmocka_unit_test(test_geometry_rewritten),
 		cmocka_unit_test(test_flood),
+		cmocka_unit_test(test_rebound_waits),
 		cmocka_unit_test(test_del_undrained),
 	};
 
