@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <signal.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
@@ -213,7 +214,8 @@ static int ctl_text(const struct gs_graph_import_opts *o, char *buf, size_t size
 		{ GS_GRAPH_IMPORT_ID64, "id64" }, { GS_GRAPH_IMPORT_FIXED, "fixed" },
 		{ GS_GRAPH_IMPORT_SPARSE_IDS, "ids=sparse" }, { GS_GRAPH_IMPORT_DENSE_IDS, "ids=dense" },
 	};
-	int n = snprintf(buf, size, "auto\nformat=%s\n",
+	/* built at our fsync: an interrupted copy is discarded at its close */
+	int n = snprintf(buf, size, "auto\ncommit=fsync\nformat=%s\n",
 			 o->format ? fmt_names[o->format] : "auto");
 
 	for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
@@ -228,18 +230,36 @@ static int ctl_text(const struct gs_graph_import_opts *o, char *buf, size_t size
 	return n;
 }
 
+static volatile sig_atomic_t interrupted;
+
+static void on_signal(int sig)
+{
+	interrupted = sig;
+}
+
+/* SIGINT, SIGTERM, SIGHUP end the copy (no SA_RESTART: a blocked read returns). */
+static void catch_signals(void)
+{
+	struct sigaction sa = { .sa_handler = on_signal };
+	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
+
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		sigaction(sigs[i], &sa, NULL);
+}
+
 static int copy_fd(int in, int out)
 {
 	char buf[1 << 16];
-	ssize_t n;
+	ssize_t n = 0;
 
-	while ((n = read(in, buf, sizeof(buf))) > 0)
+	while (!interrupted && (n = read(in, buf, sizeof(buf))) > 0)
 		for (ssize_t done = 0, k; done < n; done += k) {
 			k = write(out, buf + done, (size_t)(n - done));
 			if (k < 0)
-				return -errno;
+				return interrupted ? -EINTR : -errno;
 		}
-	return n < 0 ? -errno : 0;
+	return interrupted ? -EINTR : n < 0 ? -errno : 0;
 }
 
 /*
@@ -285,10 +305,17 @@ static int import_mounted(const char *mnt, const char *name, const char *file,
 		ret = gs_fail(-1, "%s: %s", path, strerror(errno));
 		goto undo;
 	}
+	catch_signals();
 	ret = copy_fd(in, out);
-	/* the graph is built when edges is closed: the build's error is close's */
-	if (close(out) && !ret)
+	/* fsync builds the graph (commit=fsync): the build's error is fsync's; a
+	 * copy cut short is closed without it, and the daemon drops it */
+	if (!ret && fsync(out))
 		ret = -errno;
+	close(out);
+	if (ret == -EINTR) {
+		ret = gs_fail(-1, "import %s: interrupted; nothing imported", file);
+		goto undo;
+	}
 	if (ret) {
 		info_value(dir, "build_error", msg, sizeof(msg));
 		ret = gs_fail(-1, "import %s: %s", file, msg[0] ? msg : strerror(-ret));

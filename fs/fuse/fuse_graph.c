@@ -3,14 +3,16 @@
  * graph/NAME/ under the mount: the virtual files of a graph object.
  *
  *   info            text: gs_graph_info_text()
- *   edges           read: the canonical edge list; write + close: rebuild
- *                   the graph from an edge list (text or Matrix Market)
+ *   edges           read: the canonical edge list; write + close (or fsync):
+ *                   rebuild the graph from an edge list; after ctl
+ *                   "commit=fsync" the next writer's fsync builds and its
+ *                   close without one (interrupted) discards what it wrote
  *   updates         append "+ u v [w]" ... lines; a write fails as a whole
  *                   with the line's errno; fsync makes them durable
  *   ctl             "merge", "sync"; "directed", "undirected", "weighted",
  *                   "unweighted", "format=text|mtx|sg|wsg|auto", "slack=N",
  *                   "chain_max=N", "vertices=N", "ids=sparse|dense|auto",
- *                   "id64", "fixed" set how the
+ *                   "id64", "fixed", "commit=fsync|close" set how the
  *                   next edges build reads (gs_graph_import_opts); "auto"
  *                   clears them
  *   v<ID>/          looked up, never listed (ids, sparse or dense); ENOENT for
@@ -82,6 +84,8 @@ struct build_opts {
 	uint32_t format;	/* enum gs_graph_format */
 	uint32_t slack_pct, chain_max;
 	uint64_t nv;
+	bool on_fsync;		/* "commit=fsync": the next open of edges for writing
+				 * builds at fsync only, its close discards */
 };
 
 struct gh {
@@ -381,6 +385,7 @@ struct wstate {
 	size_t npend;
 	int fd;			/* edges: the incoming list, a temp file */
 	bool written;
+	bool on_fsync;		/* edges: built by fsync only (ctl commit=fsync at open) */
 	struct gs_graph_cursor cur;	/* edges reads: where the text resumes */
 	char *win;		/* the text [win_off, win_off + win_len) */
 	uint64_t win_off;
@@ -436,6 +441,9 @@ static int graph_open(struct gs_fuse *gf, struct gs_vfile *f)
 		}
 		ws->fd = -1;
 		if (vn->kind == K_EDGES && wr) {
+			/* one open's: a later cp into edges builds at close again */
+			ws->on_fsync = h->bo.on_fsync;
+			h->bo.on_fsync = false;
 			ws->fd = tmp_file();
 			if (ws->fd < 0) {
 				ret = ws->fd;
@@ -612,6 +620,12 @@ static int ctl_setting(struct build_opts *bo, const char *cmd)
 	}
 	if (klen == 8 && !strncmp(cmd, "vertices", 8))
 		return parse_num(val, UINT64_MAX - 1, &bo->nv);
+	if (klen == 6 && !strncmp(cmd, "commit", 6)) {
+		if (strcmp(val, "fsync") && strcmp(val, "close"))
+			return -EINVAL;
+		bo->on_fsync = !strcmp(val, "fsync");
+		return 0;
+	}
 	if (klen == 3 && !strncmp(cmd, "ids", 3)) {
 		bo->flags &= ~(GS_GRAPH_IMPORT_SPARSE_IDS | GS_GRAPH_IMPORT_DENSE_IDS);
 		if (!strcmp(val, "sparse"))
@@ -760,16 +774,20 @@ static int graph_flush(struct gs_fuse *gf, struct gs_vfile *f)
 {
 	struct wstate *ws = f->priv;
 
-	if (f->vn->kind == K_EDGES && ws && ws->written)
+	if (f->vn->kind == K_EDGES && ws && ws->written && !ws->on_fsync)
 		return rebuild(gf, f);
 	return 0;
 }
 
 static int graph_fsync(struct gs_fuse *gf, struct gs_vfile *f, int datasync)
 {
+	struct wstate *ws = f->priv;
 	struct gh *h;
 	int ret;
 
+	/* edges: build now (its error is fsync's); the close then has nothing to do */
+	if (f->vn->kind == K_EDGES)
+		return ws && ws->written ? rebuild(gf, f) : 0;
 	if (f->vn->kind != K_UPDATES && f->vn->kind != K_CTL)
 		return 0;
 	ret = gh_get(gf, f->vn->obj, &h);
@@ -788,7 +806,7 @@ static int graph_release(struct gs_fuse *gf, struct gs_vfile *f)
 
 	if (!ws)
 		return 0;
-	if (f->vn->kind == K_EDGES && ws->written)
+	if (f->vn->kind == K_EDGES && ws->written && !ws->on_fsync)
 		ret = rebuild(gf, f);	/* no flush came (a crashed writer) */
 	if (f->vn->kind == K_UPDATES && (f->flags & O_ACCMODE) != O_RDONLY &&
 	    !gh_get(gf, f->vn->obj, &h)) {

@@ -50,6 +50,27 @@ cp "$T/in.txt" "$MNT/graph/g/edges" || fail "cp of a good list"
 grep -q "^build_error" "$MNT/graph/g/info" && fail "build_error stays after a good build"
 ok "a failed --force or cp into edges changes nothing; info's build_error says why"
 
+# an import cut short builds nothing of what it sent: Ctrl-C leaves no
+# graph/NAME, kill -9 an empty one (the daemon drops what a writer that
+# never fsynced wrote)
+mkfifo "$T/fifo"
+for sig in INT KILL; do
+	"$GSTORE" import graph cut$sig "$T/fifo" --format text --mount "$MNT" 2>"$T/e$sig" &
+	pid=$!
+	exec 3>"$T/fifo"
+	head -c 200000 "$T/in.txt" >&3	# whole lines and then some: a plausible graph
+	sleep 0.3
+	kill -$sig $pid
+	wait $pid 2>/dev/null && fail "an import killed by SIG$sig succeeded"
+	exec 3>&-
+done
+grep -q "interrupted; nothing imported" "$T/eINT" || fail "Ctrl-C: $(cat "$T/eINT")"
+[[ -e $MNT/graph/cutINT ]] && fail "Ctrl-C left graph/cutINT behind"
+grep -q "^vertices: 0" "$MNT/graph/cutKILL/info" ||
+	fail "kill -9: the partial list was built: $(cat "$MNT/graph/cutKILL/info")"
+rmdir "$MNT/graph/cutKILL" || fail "rmdir the empty graph"
+ok "an interrupted import builds nothing (Ctrl-C: no graph/NAME; kill -9: an empty one)"
+
 # every format and option reaches the daemon's build
 n=0
 for fmt in text mtx sg wsg; do
