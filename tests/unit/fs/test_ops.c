@@ -391,7 +391,7 @@ static void test_open_unlinked(void **state)
 
 static void test_internal(void **state)
 {
-	uint64_t nd, i1, i2, dev, len;
+	uint64_t nd, i1, i2;
 	struct gs_fs_statfs sf0, sf1;
 	uint8_t buf[8192];
 
@@ -400,20 +400,23 @@ static void test_internal(void **state)
 	assert_int_equal(gs_fs_create_internal(fs, nd, &i1), 0);
 	assert_int_equal(gs_fs_create_internal(fs, nd, &i2), 0);
 	assert_int_equal(gs_fs_create_internal(fs, arrays, &i2), -EINVAL);
-	assert_int_equal(gs_fs_alloc_extent(fs, i1, 0, 1 << 20, GS_ALLOC_CONTIG, &dev), 0);
-	assert_int_equal(gs_fs_alloc_extent(fs, i1, 4096, 4096, 0, &dev), -EEXIST);
-	assert_int_equal(gs_fs_alloc_extent(fs, i1, 100, 4096, 0, &dev), -EINVAL);
-	assert_int_equal(gs_fs_bmap(fs, i1, 8192, &dev, &len), 0);
-	assert_int_equal(len, (1 << 20) - 8192);
-	assert_int_equal(gs_fs_bmap(fs, i1, 2 << 20, &dev, &len), -ENODATA);
-	/* line-aligned runs: start on a cache line, whole lines mapped */
-	uint32_t line = gs_cache_line_size(gs_fs_cache(fs));
+	/* an internal object's blocks through a lease: allocated, written, mapped */
+	{
+		struct gs_lease *l;
+		uint8_t *b = NULL;
 
-	assert_int_equal(gs_fs_alloc_extent(fs, i1, 4 << 20, 8192, GS_ALLOC_LINE_ALIGNED, &dev), 0);
-	assert_int_equal(dev % line, 0);
-	assert_int_equal(gs_fs_bmap(fs, i1, 4 << 20, &dev, &len), 0);
-	assert_int_equal(len, line);
-	assert_int_equal(gs_fs_alloc_extent(fs, i1, (4 << 20) + 8192, 4096, 0, &dev), -EEXIST);
+		assert_int_equal(posix_memalign((void **)&b, 4096, 1 << 20), 0);
+		test_fill(b, 1 << 20, 2);
+		assert_int_equal(gs_fs_lease_begin(fs, i1, 0, 1 << 20, GS_LEASE_ALLOC, &l), 0);
+		assert_int_equal(gs_fs_lease_pwrite(l, b, 1 << 20, 0), 1 << 20);
+		assert_int_equal(gs_fs_lease_end(l), 0);
+		assert_int_equal(gs_fs_lseek(fs, i1, 8192, SEEK_DATA), 8192);
+		assert_int_equal(gs_fs_lseek(fs, i1, 8192, SEEK_HOLE), 1 << 20);
+		assert_int_equal(gs_fs_lseek(fs, i1, 2 << 20, SEEK_HOLE), -ENXIO);
+		assert_int_equal(gs_fs_pread(fs, i1, buf, 4096, 8192, 0), 4096);
+		assert_memory_equal(buf, b + 8192, 4096);
+		free(b);
+	}
 	/* data on nd and internal objects */
 	test_fill(buf, sizeof(buf), 3);
 	assert_int_equal(gs_fs_write(fs, nd, buf, sizeof(buf), 0), sizeof(buf));

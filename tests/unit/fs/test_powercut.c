@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "fs_test.h"
+#include "fs/fs_internal.h"
 
 #define MAXF 2048
 
@@ -183,7 +184,7 @@ static void test_powercut(void **state)
 			fail();
 		}
 		if (!strict) {	/* stop here: later writes all vanish */
-			gs_q_fault(gs_fs_queue(fs), "powercut=1");
+			gs_q_fault(fs->q, "powercut=1");
 		}
 		gs_fs_unmount(fs);	/* fails: the device is "off" */
 		verify(cycle, dir, &m);

@@ -54,7 +54,7 @@ static uint64_t cache_reads(void)
 {
 	struct gs_cache_stats cs;
 
-	gs_cache_get_stats(gs_fs_cache(fs), &cs);
+	gs_cache_get_stats(fs->c, &cs);
 	return cs.reads;
 }
 

@@ -60,7 +60,7 @@ static void test_roundtrip(void **state)
 	assert_int_equal(gs_nd_lookup(fs, "m", &ino), 0);
 	assert_int_equal(gs_nd_lookup(fs, "nope", &ino), -ENOENT);
 	/* the block shape is what the device geometry gives */
-	assert_int_equal(gs_q_geometry(gs_fs_queue(fs), &g), 0);
+	assert_int_equal(gs_fs_geometry(fs, &g), 0);
 	assert_int_equal(gs_nd_block_shape(&p, &g, bb), 0);
 	assert_int_equal(gs_nd_get_info(nd, &in), 0);
 	assert_true(in.p.bb[0] == bb[0] && in.p.bb[1] == bb[1]);
