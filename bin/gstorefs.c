@@ -207,12 +207,11 @@ static double mono_s(void)
  */
 static double say_unmounting(struct gs_fs *fs, const char *image)
 {
-	struct gs_cache *cache = gs_fs_cache(fs);
-	struct gs_cache_stats st;
+	struct gs_fs_statfs sf = { 0 };
 
-	gs_cache_get_stats(cache, &st);
+	gs_fs_statfs(fs, &sf);
 	say(GS_LOG_INFO, "%s: unmounted; writing back %llu MiB of dirty cache, then the journal",
-	    image, ((unsigned long long)st.dirty * gs_cache_line_size(cache)) >> 20);
+	    image, (unsigned long long)sf.cache_dirty >> 20);
 	return mono_s();
 }
 

@@ -488,7 +488,11 @@ int gs_fs_sync(struct gs_fs *fs)
 
 int gs_fs_statfs(struct gs_fs *fs, struct gs_fs_statfs *sf)
 {
+	struct gs_cache_stats cs;
+
+	gs_cache_get_stats(fs->c, &cs);	/* walks the lines: not under ns */
 	pthread_mutex_lock(&fs->ns);
+	sf->cache_dirty = (uint64_t)cs.dirty * fs->line;
 	sf->block_size = fs->bs;
 	sf->blocks = fs->l.nblocks;
 	sf->bfree = fs->al.nfree + fs->al.pending;

@@ -181,6 +181,7 @@ struct gs_fs_statfs {
 	uint32_t line_size;	/* block cache line, bytes */
 	uint64_t cache_bytes;	/* block cache budget (-o cache=), bytes */
 	uint64_t bavail;	/* of bfree, what data may take (not the metadata reserve) */
+	uint64_t cache_dirty;	/* bytes of dirty block cache lines now */
 };
 int gs_fs_statfs(struct gs_fs *fs, struct gs_fs_statfs *sf);
 /* The device's geometry (gstore_q.h): what lease I/O is aligned to

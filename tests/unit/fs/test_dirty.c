@@ -52,10 +52,10 @@ static int mount_dirty(struct gs_fs **fs, uint64_t dirty)
 
 static uint64_t dirty_now(struct gs_fs *fs)
 {
-	struct gs_cache_stats st;
+	struct gs_fs_statfs sf;
 
-	gs_cache_get_stats(gs_fs_cache(fs), &st);
-	return (uint64_t)st.dirty * gs_cache_line_size(gs_fs_cache(fs));
+	assert_int_equal(gs_fs_statfs(fs, &sf), 0);
+	return sf.cache_dirty;
 }
 
 /* Write WRITTEN bytes in 1 MiB pieces; the most dirty data seen between them. */
