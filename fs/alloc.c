@@ -246,52 +246,6 @@ static bool find_run(const struct alloc *a, uint64_t goal, uint64_t min, uint64_
 	return false;
 }
 
-/* First free run of @len blocks starting on a multiple of @align, from @goal. */
-static bool find_run_aligned(const struct alloc *a, uint64_t goal, uint64_t len,
-			     uint64_t align, uint64_t *at)
-{
-	for (int pass = 0; pass < 2; pass++) {
-		uint64_t i = pass ? 0 : goal, end = pass ? goal : a->nbits;
-
-		while (i < end) {
-			uint64_t r;
-
-			i = next_zero(a, i, end);
-			i = (i + align - 1) / align * align;
-			if (i >= end || i + len > a->nbits)
-				break;
-			r = run_len(a, i, len);
-			if (r >= len) {
-				*at = i;
-				return true;
-			}
-			i += r ? r : 1;
-		}
-	}
-	return false;
-}
-
-int alloc_reserve_aligned(struct gs_fs *fs, uint64_t goal, uint64_t len, uint64_t align,
-			  uint64_t *blk)
-{
-	struct alloc *a = &fs->al;
-	uint64_t at;
-
-	if (!len || !align || len > GS_EXT_MAX_LEN)
-		return -EINVAL;
-	if (a->nfree < a->reserve + len)
-		return -ENOSPC;
-	if (goal >= a->nbits)
-		goal = 0;
-	if (goal < a->mzone)
-		goal = a->mzone;	/* data: past a pool's mirrored zone */
-	if (!find_run_aligned(a, goal, len, align, &at))
-		return -ENOSPC;
-	bits_set(a, at, len);
-	*blk = at;
-	return 0;
-}
-
 int alloc_reserve(struct gs_fs *fs, uint64_t goal, uint64_t len, bool meta, bool contig,
 		  uint64_t *blk, uint64_t *got)
 {

@@ -322,9 +322,6 @@ void alloc_destroy(struct gs_fs *fs);
  * *got at *blk; -ENOSPC if none.  @meta may use the metadata reserve. */
 int alloc_reserve(struct gs_fs *fs, uint64_t goal, uint64_t len, bool meta, bool contig,
 		  uint64_t *blk, uint64_t *got);
-/* Exactly @len contiguous blocks starting on a multiple of @align. */
-int alloc_reserve_aligned(struct gs_fs *fs, uint64_t goal, uint64_t len, uint64_t align,
-			  uint64_t *blk);
 void alloc_unreserve(struct gs_fs *fs, uint64_t blk, uint64_t len);
 /* Record reserved blocks as allocated in the on-disk bitmap (transaction). */
 int alloc_commit(struct gs_fs *fs, uint64_t blk, uint64_t len);

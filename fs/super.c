@@ -519,16 +519,6 @@ int gs_fs_drop_caches(struct gs_fs *fs)
 	return ret;
 }
 
-struct gs_cache *gs_fs_cache(struct gs_fs *fs)
-{
-	return fs->c;
-}
-
-struct gs_q *gs_fs_queue(struct gs_fs *fs)
-{
-	return fs->q;
-}
-
 static void uuid_str(const uint8_t *u, char *s)
 {
 	for (int i = 0, k = 0; i < 16; i++) {

@@ -21,9 +21,9 @@
  *  software NVMe controller of the I/O core).
  *
  * Where the blocks are: a gs_cuda opens over a gs_q (in-process: an image
- * file or device opened with gs_q_open(), or the queue of a gs_fs), with
- * block b at dev_off + b * block_size, or with an extent table (an array
- * file of a gstore filesystem: gs_fs_bmap()); or it attaches to a running
+ * file or device opened with gs_q_open()), with block b at dev_off + b *
+ * block_size, or with an extent table (an array file of a gstore filesystem:
+ * a direct lease's extents, gs_fs_lease_export()); or it attaches to a running
  * gstorefs (gs_cuda_attach()) and gets rings and buffers in
  * shared memory served by the daemon's pollers.
  *

@@ -296,18 +296,6 @@ int gs_fs_ring_kick_fd(struct gs_fs *fs);
  * aligned to @block_size. */
 int gs_fs_lease_export(struct gs_lease *l, uint32_t block_size, void *ext, unsigned max);
 
-/* ---- leaving the public API (issue 13): callers move to leases ---- */
-enum {
-	GS_ALLOC_CONTIG = 1u << 0,
-	GS_ALLOC_LINE_ALIGNED = 1u << 1,
-};
-struct gs_cache *gs_fs_cache(struct gs_fs *fs);
-struct gs_q *gs_fs_queue(struct gs_fs *fs);
-int gs_fs_alloc_extent(struct gs_fs *fs, uint64_t ino, uint64_t off, uint64_t len,
-		       unsigned flags, uint64_t *dev_off);
-int gs_fs_bmap(struct gs_fs *fs, uint64_t ino, uint64_t off, uint64_t *dev_off,
-	       uint64_t *len);
-
 /* fsck: exit-code bits like e2fsck */
 enum {
 	GS_FSCK_OK = 0,
