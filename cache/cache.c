@@ -466,16 +466,10 @@ static void mark_dirty(struct gs_cache *c, struct gs_line *l, uint32_t first, ui
 		uint64_t bits = (hi == 63 ? ~0ull : (1ull << (hi + 1)) - 1) & ~((1ull << lo) - 1);
 
 		/* release: the caller's bytes before the bits that make a
-		 * write-back take them */
-#if defined(__SANITIZE_THREAD__)
-		/* TSan models no fences (gcc rejects them): the RMW, which it does */
+		 * write-back take them (an RMW even when they are set: one
+		 * per line written, and TSan models it where it models no
+		 * fence) */
 		__atomic_fetch_or(&dm[w], bits, __ATOMIC_RELEASE);
-#else
-		if ((__atomic_load_n(&dm[w], __ATOMIC_RELAXED) & bits) != bits)
-			__atomic_fetch_or(&dm[w], bits, __ATOMIC_RELEASE);
-		else
-			__atomic_thread_fence(__ATOMIC_RELEASE);
-#endif
 	}
 	/* release: the caller's stores to the line before the write-back that
 	 * samples this generation */
