@@ -36,6 +36,7 @@
 #include "gs_log.h"
 
 #define DEF_CLIENTS	64
+#define DEF_PER_USER	16
 #define EXT_FIRST	64	/* extents asked for before knowing how many */
 
 enum { CL_FREE, CL_RUN, CL_DONE };
@@ -546,6 +547,16 @@ static void reap(struct gs_attach_srv *s)
 	}
 }
 
+/* Connections of @uid being served; under s->lock. */
+static uint32_t user_conns(struct gs_attach_srv *s, uid_t uid)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < s->p.max_clients; i++)
+		n += s->cl[i].state == CL_RUN && s->cl[i].cred.uid == uid;
+	return n;
+}
+
 static void accept_one(struct gs_attach_srv *s)
 {
 	int fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC);
@@ -569,19 +580,26 @@ static void accept_one(struct gs_attach_srv *s)
 	ret = peer_creds(fd, &c->cred);
 	if (ret)
 		goto refuse;
+	/* one user cannot take every slot from the others */
+	if (user_conns(s, c->cred.uid) >= s->p.max_per_user) {
+		ret = -EUSERS;
+		goto refuse;
+	}
 	c->allowed = s->p.allow_other || c->cred.uid == geteuid();
 	c->state = CL_RUN;
 	ret = -pthread_create(&c->th, NULL, client_thread, c);
 	if (ret) {
 		c->state = CL_FREE;
-		free(c->cred.groups);
 		goto refuse;
 	}
 	pthread_mutex_unlock(&s->lock);
 	return;
 refuse:
-	if (c)
+	if (c) {
+		free(c->cred.groups);
+		c->cred.groups = NULL;
 		c->fd = -1;
+	}
 	pthread_mutex_unlock(&s->lock);
 	gs_warn("attach: refusing a client: %s", strerror(-ret));
 	close(fd);
@@ -621,6 +639,8 @@ int gs_attach_start(struct gs_attach_srv **sp, const struct gs_attach_srv_params
 	s->p = *p;
 	if (!s->p.max_clients)
 		s->p.max_clients = DEF_CLIENTS;
+	if (!s->p.max_per_user)
+		s->p.max_per_user = DEF_PER_USER;
 	s->path = strdup(p->sock_path);
 	s->cl = calloc(s->p.max_clients, sizeof(*s->cl));
 	if (!s->path || !s->cl) {

@@ -20,6 +20,7 @@ struct gs_attach_srv_params {
 	const char *sock_path;	/* created mode 0666: who may attach is decided per OPEN */
 	struct gs_fs *fs;
 	uint32_t max_clients;	/* connections at once (0: 64) */
+	uint32_t max_per_user;	/* of them, one uid's (0: 16) */
 	/*
 	 * Others than the daemon's own user may attach (the mount has
 	 * allow_other: FUSE lets them in too); otherwise they get -EACCES

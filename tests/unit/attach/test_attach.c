@@ -133,7 +133,8 @@ static int client(int id, int nreq)
 		return 12;
 	for (int k = 0; k < nreq; k++) {
 		uint32_t cw = k % 64;
-		uint64_t blk = (k * 131 + id * 7) % NBLK;
+		/* not the last two blocks: the clients write those meanwhile */
+		uint64_t blk = (k * 131 + id * 7) % (NBLK - 2);
 		const uint64_t *w = (const uint64_t *)((char *)r.buf + (size_t)cw * BS);
 
 		if (ring_io(&r, GS_OP_READ, (uint64_t)dev_off(&obj, blk), cw) != BS)
@@ -306,6 +307,38 @@ static void test_sealed(void **state)
 	gs_attach_stop(s);
 }
 
+/* One user gets max_per_user connections; the next is closed at once. */
+static void test_per_user(void **state)
+{
+	struct gs_attach_srv_params sp = { .sock_path = sock, .fs = fs, .max_per_user = 2 };
+	struct gs_attach *a[3];
+	struct gs_attach_srv *s;
+	uint32_t bs;
+	int ret;
+
+	assert_int_equal(gs_attach_start(&s, &sp), 0);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(gs_attach_connect(&a[i], sock), 0);
+	assert_int_equal(gs_attach_hello(a[0], &bs), 0);
+	assert_int_equal(gs_attach_hello(a[1], &bs), 0);
+	ret = gs_attach_hello(a[2], &bs);	/* hung up on: the reply or the request fails */
+	assert_true(ret == -ECONNRESET || ret == -EPIPE);
+	gs_attach_close(a[2]);
+	gs_attach_close(a[1]);
+	for (int k = 0; k < 200; k++) {	/* until the server has seen it go */
+		assert_int_equal(gs_attach_connect(&a[1], sock), 0);
+		if (!gs_attach_hello(a[1], &bs))
+			break;
+		gs_attach_close(a[1]);
+		a[1] = NULL;
+		usleep(10000);
+	}
+	assert_non_null(a[1]);
+	gs_attach_close(a[1]);
+	gs_attach_close(a[0]);
+	gs_attach_stop(s);
+}
+
 /* open(2)'s rules, for every class of peer. */
 static void test_may(void **state)
 {
@@ -344,6 +377,7 @@ int main(void)
 		cmocka_unit_test(test_two_clients),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_sealed),
+		cmocka_unit_test(test_per_user),
 		cmocka_unit_test(test_may),
 	};
 
