@@ -465,6 +465,10 @@ struct gs_lease {
 	struct fextlist conv;		/* unwritten blocks written (lblk, count) */
 	uint64_t wend;			/* end of the highest byte written, 0: none */
 	void *owner;			/* free for the lease's user (attach server) */
+	/* gs_fs_lease_set_recall(); under fs->lease_mu */
+	void (*recall)(void *arg);
+	void *recall_arg;
+	bool recalled;			/* asked once already */
 };
 
 /* The mapping; stable for the lease's life. */

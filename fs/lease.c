@@ -62,6 +62,12 @@ void lease_wrlock(struct gs_fs *fs, struct gs_inode *ip, uint64_t from, uint64_t
 			pthread_mutex_unlock(&fs->lease_mu);
 			return;
 		}
+		/* ask the holders that can be asked to end theirs (gs_fs_lease_set_recall) */
+		for (; l; l = l->inext)
+			if (overlaps(l, from, to) && l->recall && !l->recalled) {
+				l->recalled = true;
+				l->recall(l->recall_arg);
+			}
 		/* the lease's end takes rw to convert: wait without it (lease_mu
 		 * is held from the check to the wait, so its end cannot slip by) */
 		pthread_rwlock_unlock(&ip->rw);

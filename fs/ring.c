@@ -197,6 +197,20 @@ int gs_fs_ring_del(struct gs_fs *fs, struct gs_ring *ring)
 	return ret;
 }
 
+int gs_fs_lease_set_recall(struct gs_lease *l, void (*fn)(void *arg), void *arg)
+{
+	if (!l)
+		return -EINVAL;
+	pthread_mutex_lock(&l->fs->lease_mu);
+	l->recall = fn;
+	l->recall_arg = arg;
+	l->recalled = false;
+	/* a truncate already waiting for this lease looks again, and asks */
+	pthread_cond_broadcast(&l->fs->lease_cv);
+	pthread_mutex_unlock(&l->fs->lease_mu);
+	return 0;
+}
+
 int gs_fs_ring_kick_fd(struct gs_fs *fs)
 {
 	return fs ? gs_q_kick_fd(fs->q) : -EINVAL;

@@ -289,6 +289,14 @@ int gs_fs_ring_del(struct gs_fs *fs, struct gs_ring *ring);
 /* The eventfd that wakes the pollers serving these rings (CPU producers
  * write 8 bytes to it after a push that gs_sq_need_kick() says needs it). */
 int gs_fs_ring_kick_fd(struct gs_fs *fs);
+/*
+ * A lease that its holder gives up on request (a long-lived one, such as an
+ * attach client's): when truncate or hole punching needs its range, @fn(@arg)
+ * is called, once, and the truncate waits for gs_fs_lease_end().  @fn runs
+ * under an fs lock: it may only tell the holder (which then unbinds the
+ * lease's rings and ends it), never end the lease itself.
+ */
+int gs_fs_lease_set_recall(struct gs_lease *l, void (*fn)(void *arg), void *arg);
 /* The lease's written extents in @block_size units as struct gs_att_ext
  * entries (uapi/gstore_attach.h) for a client that addresses the device
  * itself (holes and unwritten extents are left out); returns the number of

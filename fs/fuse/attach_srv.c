@@ -5,8 +5,16 @@
  * One listener thread accepts connections; each client is served by a
  * thread of its own, so a client that sends half a message, or never reads
  * its replies, holds up nobody but itself.  A client's state (its rings,
- * its leases) belongs to its thread; the listener and gs_attach_stop()
+ * its leases) is changed by its thread, and by the recall thread, each
+ * under the slot's mutex (s->cmu[]); the listener and gs_attach_stop()
  * touch only the slot's state word and descriptor, under s->lock.
+ *
+ * Leases are recalled: a truncate or hole punch of a range a client holds
+ * asks for it back (gs_fs_lease_set_recall()), and the recall thread
+ * unbinds the lease from the client's rings and ends it, whatever the
+ * client is doing; its requests on that object then fail with EACCES, and
+ * it may OPEN the object again.  A client that may only read a file cannot
+ * hold up its owner's truncate.
  *
  * What a client may do is decided here with its credentials, taken from
  * the socket when it connected (SO_PEERCRED, SO_PEERGROUPS), and enforced
@@ -56,9 +64,11 @@ struct srv_ring {
 };
 
 struct srv_open {
-	struct gs_lease *l;
+	struct client *c;
+	struct gs_lease *l;	/* NULL: empty object, or recalled */
 	uint64_t ino, size;
 	unsigned lflags;	/* GS_LEASE_* it was taken with */
+	uint32_t recalled;	/* atomic: the fs asked for the lease back */
 };
 
 struct client {
@@ -68,6 +78,7 @@ struct client {
 	pthread_t th;
 	struct peer cred;
 	int allowed;		/* the mount would let this peer in at all */
+	uint32_t recall_pending;	/* atomic: an open of ours was recalled */
 	struct srv_ring rings[GS_ATT_MAX_RINGS];
 	unsigned nrings;
 	struct srv_open opens[GS_ATT_MAX_OPENS];
@@ -82,6 +93,9 @@ struct gs_attach_srv {
 	pthread_t th;
 	pthread_mutex_t lock;	/* client slots' state and fd */
 	struct client *cl;	/* [max_clients] */
+	pthread_mutex_t *cmu;	/* [max_clients]: a client's rings and opens */
+	int recall_fd[2];	/* a byte on [1] wakes the recall thread ('q': stop) */
+	pthread_t recall_th;
 	uint64_t next_ring_id;	/* atomic */
 };
 
@@ -302,6 +316,22 @@ static void unbind_all(struct client *c, struct gs_lease *l)
 		gs_fs_ring_unbind(c->s->p.fs, c->rings[i].ring, l);
 }
 
+/*
+ * The fs wants an open's lease back (gs_fs_lease_set_recall()).  Called
+ * under the fs's lease lock: only note it and wake the recall thread.
+ */
+static void recall(void *arg)
+{
+	struct srv_open *so = arg;
+
+	/* release: the notes before the wake-up the recall thread acts on */
+	__atomic_store_n(&so->recalled, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&so->c->recall_pending, 1, __ATOMIC_RELEASE);
+	if (write(so->c->s->recall_fd[1], "r", 1) < 0) {
+		/* EAGAIN: the pipe is full of wake-ups already */
+	}
+}
+
 static int op_open(struct client *c, const char *path, struct reply *r)
 {
 	struct gs_att_open *o = &r->m.u.open;
@@ -325,7 +355,7 @@ static int op_open(struct client *c, const char *path, struct reply *r)
 	if (ret)
 		return ret;
 	so = &c->opens[c->nopens];
-	*so = (struct srv_open){ .ino = st.ino, .size = st.size,
+	*so = (struct srv_open){ .c = c, .ino = st.ino, .size = st.size,
 				 .lflags = o->flags & GS_ATT_OPEN_WRITE ? GS_LEASE_WRITE :
 									  GS_LEASE_READ };
 	o->ino = st.ino;
@@ -339,6 +369,7 @@ static int op_open(struct client *c, const char *path, struct reply *r)
 	ret = gs_fs_lease_begin(fs, st.ino, 0, st.size, so->lflags, &so->l);
 	if (ret)
 		return ret;
+	gs_fs_lease_set_recall(so->l, recall, so);
 	ret = export_ext(so->l, bs, r);
 	if (!ret)
 		ret = bind_all(c, so->l);
@@ -444,10 +475,14 @@ static int op_sync(struct client *c, const char *path, struct reply *r)
 		if (!so->l)
 			continue;
 		ret = gs_fs_lease_begin(fs, so->ino, 0, so->size, so->lflags, &nl);
-		if (!ret)
-			ret = bind_all(c, nl);
 		if (ret)
 			break;
+		gs_fs_lease_set_recall(nl, recall, so);
+		ret = bind_all(c, nl);
+		if (ret) {
+			gs_fs_lease_end(nl);
+			break;
+		}
 		unbind_all(c, so->l);
 		ret = gs_fs_lease_end(so->l);
 		so->l = nl;
@@ -486,8 +521,13 @@ static int serve_one(struct client *c)
 	else if (r.m.h.status || !r.m.h.op || r.m.h.op >= GS_ATT_OP_NR ||
 		 (payload && r.m.h.op != GS_ATT_OPEN))
 		r.m.h.status = -EINVAL;
-	else
+	else {
+		pthread_mutex_t *mu = &c->s->cmu[c - c->s->cl];
+
+		pthread_mutex_lock(mu);
 		r.m.h.status = ops[r.m.h.op](c, payload, &r);
+		pthread_mutex_unlock(mu);
+	}
 	free(payload);
 	if (r.m.h.status) {
 		r.m.h.len = 0;
@@ -519,10 +559,13 @@ static void client_release(struct client *c)
 static void *client_thread(void *arg)
 {
 	struct client *c = arg;
+	pthread_mutex_t *mu = &c->s->cmu[c - c->s->cl];
 
 	while (serve_one(c) >= 0)
 		;
+	pthread_mutex_lock(mu);
 	client_release(c);
+	pthread_mutex_unlock(mu);
 	/* the peer sees the end now; the descriptor stays ours until the join
 	 * (gs_attach_stop() may still shutdown() it: it must not be reused) */
 	shutdown(c->fd, SHUT_RDWR);
@@ -605,6 +648,42 @@ refuse:
 	close(fd);
 }
 
+/* End the recalled leases: unbind them from the client's rings (which waits
+ * for their requests in flight), then end them. */
+static void *recall_thread(void *arg)
+{
+	struct gs_attach_srv *s = arg;
+	char b[64];
+
+	for (;;) {
+		ssize_t n = read(s->recall_fd[0], b, sizeof(b));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0 || memchr(b, 'q', (size_t)n))
+			break;
+		for (uint32_t i = 0; i < s->p.max_clients; i++) {
+			struct client *c = &s->cl[i];
+
+			/* acquire: pairs with recall()'s release */
+			if (!__atomic_exchange_n(&c->recall_pending, 0, __ATOMIC_ACQUIRE))
+				continue;
+			pthread_mutex_lock(&s->cmu[i]);
+			for (unsigned k = 0; k < c->nopens; k++) {
+				struct srv_open *so = &c->opens[k];
+
+				if (!__atomic_exchange_n(&so->recalled, 0, __ATOMIC_ACQUIRE) || !so->l)
+					continue;
+				unbind_all(c, so->l);
+				gs_fs_lease_end(so->l);
+				so->l = NULL;
+			}
+			pthread_mutex_unlock(&s->cmu[i]);
+		}
+	}
+	return NULL;
+}
+
 static void *listen_thread(void *arg)
 {
 	struct gs_attach_srv *s = arg;
@@ -643,16 +722,25 @@ int gs_attach_start(struct gs_attach_srv **sp, const struct gs_attach_srv_params
 		s->p.max_per_user = DEF_PER_USER;
 	s->path = strdup(p->sock_path);
 	s->cl = calloc(s->p.max_clients, sizeof(*s->cl));
-	if (!s->path || !s->cl) {
+	s->cmu = calloc(s->p.max_clients, sizeof(*s->cmu));
+	if (!s->path || !s->cl || !s->cmu) {
 		ret = -ENOMEM;
 		goto free_s;
 	}
-	for (uint32_t i = 0; i < s->p.max_clients; i++)
+	for (uint32_t i = 0; i < s->p.max_clients; i++) {
 		s->cl[i].fd = -1;
+		pthread_mutex_init(&s->cmu[i], NULL);
+	}
 	pthread_mutex_init(&s->lock, NULL);
-	if (pipe2(s->stop_fd, O_CLOEXEC) < 0) {
+	if (pipe2(s->recall_fd, O_CLOEXEC) < 0) {
 		ret = -errno;
 		goto free_lock;
+	}
+	/* recall() runs under an fs lock: its write must never block */
+	fcntl(s->recall_fd[1], F_SETFL, O_NONBLOCK);
+	if (pipe2(s->stop_fd, O_CLOEXEC) < 0) {
+		ret = -errno;
+		goto close_recall;
 	}
 	s->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (s->lfd < 0) {
@@ -668,20 +756,32 @@ int gs_attach_start(struct gs_attach_srv **sp, const struct gs_attach_srv_params
 		gs_err("attach: %s: %s", p->sock_path, strerror(errno));
 		goto unlink_sock;
 	}
-	ret = -pthread_create(&s->th, NULL, listen_thread, s);
+	ret = -pthread_create(&s->recall_th, NULL, recall_thread, s);
 	if (ret)
 		goto unlink_sock;
+	ret = -pthread_create(&s->th, NULL, listen_thread, s);
+	if (ret)
+		goto stop_recall;
 	*sp = s;
 	return 0;
+stop_recall:
+	if (write(s->recall_fd[1], "q", 1) == 1)
+		pthread_join(s->recall_th, NULL);
 unlink_sock:
 	unlink(p->sock_path);
 	close(s->lfd);
 close_pipe:
 	close(s->stop_fd[0]);
 	close(s->stop_fd[1]);
+close_recall:
+	close(s->recall_fd[0]);
+	close(s->recall_fd[1]);
 free_lock:
 	pthread_mutex_destroy(&s->lock);
+	for (uint32_t i = 0; i < s->p.max_clients; i++)
+		pthread_mutex_destroy(&s->cmu[i]);
 free_s:
+	free(s->cmu);
 	free(s->cl);
 	free(s->path);
 	free(s);
@@ -713,11 +813,20 @@ void gs_attach_stop(struct gs_attach_srv *s)
 		pthread_join(c->th, NULL);
 		close(c->fd);
 	}
+	/* every lease has ended with its client: nothing is left to recall */
+	while (write(s->recall_fd[1], "q", 1) < 0 && errno == EAGAIN)
+		usleep(1000);
+	pthread_join(s->recall_th, NULL);
 	unlink(s->path);
 	close(s->lfd);
 	close(s->stop_fd[0]);
 	close(s->stop_fd[1]);
+	close(s->recall_fd[0]);
+	close(s->recall_fd[1]);
 	pthread_mutex_destroy(&s->lock);
+	for (uint32_t i = 0; i < s->p.max_clients; i++)
+		pthread_mutex_destroy(&s->cmu[i]);
+	free(s->cmu);
 	free(s->cl);
 	free(s->path);
 	free(s);

@@ -307,6 +307,66 @@ static void test_sealed(void **state)
 	gs_attach_stop(s);
 }
 
+/* The recall test's client: reads, lets the parent truncate, reads again. */
+static int recalled_client(int ready, int go)
+{
+	struct gs_attach *a;
+	struct gs_attach_obj obj, again;
+	struct gs_attach_ring r;
+	char b;
+
+	if (gs_attach_connect(&a, sock) || gs_attach_open(a, "arrays/r", BS, 0, &obj) ||
+	    gs_attach_ring(a, 8, 8, 8, 8 * BS, 0, &r))
+		return 10;
+	if (ring_io(&r, GS_OP_READ, (uint64_t)dev_off(&obj, 3), 0) != BS ||
+	    ((uint64_t *)r.buf)[1] != pattern(3 * BS + 8))
+		return 11;
+	if (write(ready, "r", 1) != 1 || read(go, &b, 1) != 1)
+		return 12;
+	/* the lease was recalled: its blocks are no longer ours to read */
+	if (ring_io(&r, GS_OP_READ, (uint64_t)dev_off(&obj, 3), 0) != -EACCES)
+		return 13;
+	if (gs_attach_open(a, "arrays/r", BS, 0, &again) || again.size || again.next)
+		return 14;
+	free(obj.ext);
+	free(again.ext);
+	gs_attach_ring_unmap(&r);
+	gs_attach_close(a);
+	return 0;
+}
+
+/*
+ * Truncating a file a client has open recalls the client's lease: the
+ * truncate returns while the client is still connected (it waited for the
+ * client to go away before), and the client's rings lose the blocks.
+ */
+static void test_recall(void **state)
+{
+	struct gs_attach_srv *s = start();
+	struct gs_stat in = { .size = 0 }, out;
+	int ready[2], go[2];
+	uint64_t ino;
+	pid_t pid;
+	char b;
+
+	assert_int_equal(mkfile("r", 0644, 16, 0, &ino), 0);
+	assert_int_equal(pipe(ready), 0);
+	assert_int_equal(pipe(go), 0);
+	pid = fork();
+	if (!pid)
+		_exit(recalled_client(ready[1], go[0]));
+	assert_int_equal(read(ready[0], &b, 1), 1);
+	assert_int_equal(gs_fs_setattr(fs, ino, &in, GS_SET_SIZE, &out), 0);
+	assert_int_equal(out.size, 0);
+	assert_int_equal(write(go[1], "g", 1), 1);
+	wait_child(pid);
+	for (int i = 0; i < 2; i++) {
+		close(ready[i]);
+		close(go[i]);
+	}
+	gs_attach_stop(s);
+}
+
 /* One user gets max_per_user connections; the next is closed at once. */
 static void test_per_user(void **state)
 {
@@ -378,6 +438,7 @@ int main(void)
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_sealed),
 		cmocka_unit_test(test_per_user),
+		cmocka_unit_test(test_recall),
 		cmocka_unit_test(test_may),
 	};
 
