@@ -218,6 +218,17 @@ static int g_submit(struct nd_store *s, struct nd_bio **b, unsigned n)
 				(hi - lo) * s->slot_bytes + s->stride, flags, &l);
 	if (ret)
 		goto free;
+	if (n == 1 && flags == GS_LEASE_READ) {
+		/* one block and the caller waits: read it on this thread (one
+		 * system call, as a pread(2) reader does), not through a poller
+		 * and two thread hand-offs */
+		ssize_t r = gs_fs_lease_pread(l, b[0]->buf, s->stride, b[0]->slot * s->slot_bytes);
+
+		ret = gs_fs_lease_end(l);
+		b[0]->done(b[0], r < 0 ? (int)r : (uint64_t)r == s->stride ? ret : -EIO);
+		ret = 0;
+		goto free;
+	}
 	pthread_mutex_init(&bt.mu, NULL);
 	pthread_cond_init(&bt.cv, NULL);
 	for (unsigned i = 0; i < n; i++) {
