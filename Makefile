@@ -207,7 +207,7 @@ asan:
 tsan:
 	@:
 # TSan covers the lock-free and concurrent core: only those tests are built
-TSAN_TESTS ?= unit/gpuq unit/cache unit/nvme unit/fs/test_concurrent
+TSAN_TESTS ?= unit/gpuq unit/cache unit/nvme unit/fs/test_concurrent unit/fs/test_lease
 TSAN_BINS := $(filter $(addprefix $(B)/tests/,$(TSAN_TESTS) $(addsuffix /%,$(TSAN_TESTS))),$(UNIT_BINS))
 check-tsan: $(TSAN_BINS)
 	B=$(B) TESTS_FILTER='$(TSAN_TESTS)' tests/run.sh
