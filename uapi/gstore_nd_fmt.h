@@ -5,10 +5,10 @@
  * A GS_T_ND object's own data holds this superblock at byte 0 and the
  * N-level index nodes after GS_ND_SB_SIZE.  Building blocks live in one
  * internal object (data_ino): slot k occupies bytes [k * slot_bytes,
- * (k + 1) * slot_bytes), one contiguous device extent per slot; the block is
- * the block_stride bytes starting at the first dev_align boundary of that
- * extent (slot_bytes leaves room for the alignment, which keeps blocks out
- * of cache lines shared with cached metadata).
+ * (k + 1) * slot_bytes) and holds the block (slot_bytes == block_stride,
+ * dev_align 0).  Spaces made before direct leases may have padded slots
+ * (slot_bytes > block_stride, the block at the first dev_align boundary of
+ * the slot's device extent); they are refused.
  *
  * Index: a node of level i (0 = outermost dimension) is an array of
  * nblocks[i] __le64 entries.  For i < ndims - 1 an entry is the byte offset
@@ -35,7 +35,7 @@ struct gs_nd_disk_super {
 	__le32 flags;		/* 0 */
 	__le64 shape[GS_ND_DISK_DIMS];
 	__le64 bb[GS_ND_DISK_DIMS];	/* building-block shape */
-	__le64 block_stride;	/* bytes per slot in the data object */
+	__le64 block_stride;	/* bytes of a block in the data object */
 	__le64 data_ino;	/* internal object holding the blocks */
 	__le64 root;		/* byte offset of the level-0 node; 0: none */
 	__le64 index_end;	/* next free byte for index nodes */
