@@ -442,3 +442,87 @@ int free_inode_bit(struct gs_fs *fs, uint64_t ino)
 	a->ifree++;
 	return 0;
 }
+
+/* Blocks of the fixed metadata regions (superblocks, bitmaps, inode table, journal). */
+static uint64_t fixed_blocks(const struct gs_layout *l)
+{
+	uint64_t meta = l->itable_start + l->itable_blocks;
+	uint64_t js = l->journal_start, je = l->journal_start + l->journal_blocks;
+
+	return meta + l->journal_blocks - (js < meta ? (je < meta ? je : meta) - js : 0);
+}
+
+/*
+ * A bitmap with a valid crc and wrong bits would hand one object's blocks to
+ * another at the next allocation.  The cheap cross-check at mount: read the
+ * inode-table blocks that hold an inode the inode bitmap marks used (inode
+ * records only, no extent trees), then
+ *   - every live inode must be marked in the inode bitmap, else alloc_inode()
+ *     could give its number to a new object;
+ *   - the blocks the live inodes own (their block counts, which fsck keeps
+ *     exact: data, extent nodes, xattr blocks) must not exceed the blocks the
+ *     block bitmap marks used outside the fixed metadata, else some owned
+ *     block is marked free.
+ * More blocks marked than owned is a leak: harmless, only logged.  What this
+ * cannot see: a block marked free balanced by an unowned one marked used,
+ * and live inodes in a table block none of whose inode-bitmap bits is set.
+ * Returns -EUCLEAN (logged) when the bitmaps cannot be trusted.
+ */
+int alloc_verify(struct gs_fs *fs)
+{
+	const struct gs_layout *l = &fs->l;
+	struct alloc *a = &fs->al;
+	uint32_t ipb = (fs->bs - GS_ITABLE_OFF) / GS_INODE_SIZE;
+	uint64_t owned = 0, marked = l->nblocks - a->nfree - fixed_blocks(l);
+	uint64_t nbad = 0, first_bad = 0, unread = 0;
+	int ret = 0;
+
+	pthread_mutex_lock(&fs->ns);
+	for (uint64_t b = 0; b < l->itable_blocks; b++) {
+		uint64_t i0 = b * ipb;
+		bool any = false;
+		struct mbuf *m;
+
+		for (uint64_t i = i0; i < i0 + ipb && i < l->ninodes && !any; i++)
+			any = bit_test(a->imap, i);
+		if (!any)
+			continue;
+		ret = mb_get(fs, l->itable_start + b, GS_BT_ITABLE, &m);
+		if (ret == -EUCLEAN) {	/* its inodes fail on use; their blocks stay marked */
+			unread++;
+			ret = 0;
+			continue;
+		}
+		if (ret < 0)
+			break;
+		for (uint32_t k = 0; k < ipb && i0 + k < l->ninodes; k++) {
+			const struct gs_dinode *d = (const void *)(m->data + GS_ITABLE_OFF +
+								   k * GS_INODE_SIZE);
+
+			if (!d->type || i0 + k == 0)
+				continue;
+			if (!bit_test(a->imap, i0 + k) && !nbad++)
+				first_bad = i0 + k;
+			owned += ld64(d->blocks) < l->nblocks ? ld64(d->blocks) : l->nblocks;
+		}
+	}
+	pthread_mutex_unlock(&fs->ns);
+	if (ret < 0)
+		return ret;
+	if (nbad) {
+		gs_err("gstore: %s: the inode bitmap marks %" PRIu64 " live inodes free (inode %"
+		       PRIu64 " first): their numbers could be given to new objects", fs->path,
+		       nbad, first_bad);
+		return -EUCLEAN;
+	}
+	if (owned > marked) {
+		gs_err("gstore: %s: the block bitmap marks %" PRIu64 " data blocks in use but the "
+		       "inodes own %" PRIu64 ": blocks of one object could be given to another",
+		       fs->path, marked, owned);
+		return -EUCLEAN;
+	}
+	if (owned < marked && !unread)
+		gs_warn("gstore: %s: %" PRIu64 " blocks are marked in use but owned by no inode "
+			"(leaked; fsck -y frees them)", fs->path, marked - owned);
+	return 0;
+}

@@ -617,7 +617,9 @@ static int rebuild_index(struct gs_fs *fs, struct gs_inode *ip)
 static void recount(struct gs_fs *fs, struct gs_inode *ip)
 {
 	struct xmap *m = &ip->map;
-	uint64_t n = m->mapped + m->nidx + (ip->m.xattr_blk ? 1 : 0);
+	/* an xattr block counts; an xattr object is a child with its own count */
+	uint64_t n = m->mapped + m->nidx +
+		     (ip->m.xattr_blk && !(ip->m.flags & GS_IFL_XATTR_OBJ) ? 1 : 0);
 
 	for (uint32_t i = 0; i < m->nleaves; i++)
 		n += m->leaves[i].blk != 0;
@@ -698,10 +700,6 @@ int xmap_free_all(struct gs_fs *fs, struct gs_inode *ip)
 			mb_forget(fs, l->blk);
 			ret = alloc_free(fs, l->blk, 1);
 		}
-		if (ip->m.type == GS_T_DIR)
-			for (uint32_t j = 0; j < l->n; j++)
-				for (uint32_t k = 0; k < l->ex[j].len; k++)
-					mb_forget(fs, l->ex[j].pblk + k);
 	}
 	for (uint32_t i = 0; i < m->nidx && !ret; i++) {
 		mb_forget(fs, m->idx[i]);

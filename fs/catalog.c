@@ -149,24 +149,15 @@ void itouch(struct gs_inode *ip, bool mtime, bool ctime)
 
 static bool type_ok(uint16_t t)
 {
-	return t >= GS_T_DIR && t < GS_T_NTYPES;
+	return fs_type(t) != NULL;
 }
 
 /* S_IFMT of a new object of @type; special files bring theirs in @mode. */
 static uint32_t type_fmt(uint32_t type, uint32_t mode)
 {
-	switch (type) {
-	case GS_T_DIR:
-	case GS_T_GRAPH:
-	case GS_T_ND:
-		return S_IFDIR;
-	case GS_T_SYMLINK:
-		return S_IFLNK;
-	case GS_T_SPECIAL:
-		return mode & S_IFMT;
-	default:
-		return S_IFREG;
-	}
+	const struct fs_type_ops *t = fs_type(type);
+
+	return t && t->ifmt ? t->ifmt : mode & S_IFMT;
 }
 
 /* Non-directories may have several names, up to this many (ext4's limit). */
@@ -198,7 +189,7 @@ int fs_feature_enable(struct gs_fs *fs, uint32_t bit)
 
 static bool is_dirlike(uint16_t t)
 {
-	return t == GS_T_DIR || t == GS_T_GRAPH || t == GS_T_ND;
+	return type_ok(t) && fs_type(t)->ifmt == S_IFDIR;
 }
 
 static uint32_t ihash(const struct gs_fs *fs, uint64_t ino)
@@ -355,10 +346,16 @@ static int orphan_add(struct gs_fs *fs, struct gs_inode *ip);
 
 int ifree_object(struct gs_fs *fs, struct gs_inode *ip)
 {
+	const struct fs_type_ops *t = fs_type(ip->m.type);
 	uint64_t child = ip->m.child_head;
 	uint32_t guard = 0;
 	int ret;
 
+	if (t && t->destroy) {
+		ret = t->destroy(fs, ip);
+		if (ret < 0)
+			return ret;
+	}
 	/* internal objects go with their owner */
 	while (child && guard++ < fs->l.ninodes) {
 		struct gs_inode *cp;

@@ -17,7 +17,7 @@
 
 static bool type_ok(uint16_t t)
 {
-	return t >= GS_T_DIR && t < GS_T_NTYPES;
+	return fs_type(t) != NULL;
 }
 
 void dir_index_free(struct dindex *d)

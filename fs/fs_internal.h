@@ -39,6 +39,7 @@
 #include "gstore_fs.h"
 #include "gstore_q.h"
 #include "crc32c.h"
+#include "fs_type.h"
 #include "gs_log.h"
 
 /* ---- little-endian helpers ---- */
@@ -317,6 +318,8 @@ static inline uint64_t blk2off(const struct gs_fs *fs, uint64_t blk)
 int alloc_init(struct gs_fs *fs);
 /* fsck: adopt computed maps (ownership passes) instead of the on-disk bitmaps. */
 int alloc_adopt(struct gs_fs *fs, uint64_t *map, uint64_t *imap);
+/* Mount: do the bitmaps agree with the inode table?  0, or -EUCLEAN (logged). */
+int alloc_verify(struct gs_fs *fs);
 void alloc_destroy(struct gs_fs *fs);
 /* Reserve up to @len blocks near @goal (in memory only).  Returns blocks in
  * *got at *blk; -ENOSPC if none.  @meta may use the metadata reserve. */

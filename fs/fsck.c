@@ -4,17 +4,26 @@
  *
  *   0. superblock: the primary, else the copy (repair rewrites the primary)
  *   1. journal: replay it (repair) or report that it needs recovery
- *   2. inodes: every in-use inode is sane, its extent tree loads, no block
- *      is claimed twice; bad inodes are cleared (repair)
- *   3. directories: blocks parse, entries point at live inodes of the right
- *      type, every directory has exactly one name; bad entries go (repair)
- *   4. bitmaps: the on-disk block and inode bitmaps equal what the inodes
- *      own (repair rewrites them)
- *   5. objects: link counts, parents, internal-object lists, orphans (freed:
+ *   2. inodes: every in-use inode is sane, its extent tree loads; the blocks
+ *      each one owns are claimed, a block claimed twice is marked; bad inodes
+ *      are cleared (repair).  Repair then looks, in blocks the bitmap marks
+ *      used but nothing claims, for the directory blocks of directories that
+ *      are gone (fsck_tree.c)
+ *   3. bitmaps: the allocator adopts what the inodes own; the on-disk block
+ *      and inode bitmaps are compared with it and rewritten (repair): they
+ *      are never trusted
+ *   4. blocks claimed twice: every owner but one gets its own copy
+ *      (fsck_dup.c, e2fsck's passes 1B-1D)
+ *   5. directories: dead directories and a dead root get inodes again
+ *      (fsck_tree.c); blocks parse, entries point at live inodes of the right
+ *      type, every directory has exactly one name; bad entries go (repair);
+ *      a damaged root gets arrays/, graph/ and nd/ back
+ *   6. objects: link counts, parents, internal-object lists, orphans (freed:
  *      they are normal after a crash and not counted as errors), objects in
- *      no directory (repair links them into / as "lost+found-INO")
- *   6. N-D spaces: index entries against the data object and the allocator
- *      (fs/nd/nd_fsck.c; reported, not repaired)
+ *      no directory (repair links them into /lost+found as "#INO")
+ *   7. types: each object's type checks what only it knows, through the
+ *      type's ops (fs_types[], fs/types.c); an object its type calls
+ *      unusable is removed (repair)
  *
  * Repairs run through the ordinary metadata buffers and the journal, so an
  * interrupted repair is itself crash-safe.  Result: GS_FSCK_* bits as in
@@ -26,27 +35,9 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
-#include "fs_internal.h"
-#include "nd/nd_internal.h"
+#include "fsck_internal.h"
 
 #define MAX_DUP_REPORTS	10
-
-struct fck {
-	struct gs_fs *fs;
-	bool repair;
-	gs_fsck_report report;
-	void *arg;
-	int result;
-	uint64_t *used;		/* blocks owned by live inodes (+ metadata regions) */
-	uint64_t *iuse;		/* live inodes */
-	uint64_t *listed;	/* internal objects found on their owner's list */
-	uint8_t *itype;		/* type of each live inode, 0: free or cleared */
-	uint32_t *links;	/* directory entries naming each inode */
-	uint32_t *subdirs;	/* subdirectories of each directory */
-	uint64_t *dparent;	/* the directory naming a directory */
-	uint64_t dups;
-	uint64_t files, dirs, blocks;
-};
 
 static void say(struct fck *c, const char *fmt, va_list ap)
 {
@@ -57,8 +48,7 @@ static void say(struct fck *c, const char *fmt, va_list ap)
 		c->report(c->arg, line);
 }
 
-__attribute__((format(printf, 2, 3)))
-static void note(struct fck *c, const char *fmt, ...)
+void fck_note(struct fck *c, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -67,9 +57,7 @@ static void note(struct fck *c, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* A finding: fixed (when we repair and can) or left uncorrected. */
-__attribute__((format(printf, 3, 4)))
-static void problem(struct fck *c, bool fixed, const char *fmt, ...)
+void fck_problem(struct fck *c, bool fixed, const char *fmt, ...)
 {
 	char buf[480];
 	va_list ap;
@@ -77,23 +65,23 @@ static void problem(struct fck *c, bool fixed, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
-	note(c, "%s%s", buf, fixed ? " (fixed)" : "");
+	fck_note(c, "%s%s", buf, fixed ? " (fixed)" : "");
 	c->result |= fixed ? GS_FSCK_FIXED : GS_FSCK_UNCORRECTED;
 }
 
-static void set_bit(uint64_t *map, uint64_t i)
+/* The S_IFMT an inode of @type (known) must have, given its own @fmt. */
+static uint32_t type_fmt(uint16_t type, uint32_t fmt)
 {
-	map[i >> 6] |= 1ULL << (i & 63);
-}
+	const struct fs_type_ops *o = fs_type(type);
 
-static bool dirlike(uint16_t t)
-{
-	return t == GS_T_DIR || t == GS_T_GRAPH || t == GS_T_ND;
+	if (o->ifmt)
+		return o->ifmt;
+	/* special files: a fifo, socket or device, as their mode says */
+	return fmt == S_IFIFO || fmt == S_IFSOCK || fmt == S_IFCHR || fmt == S_IFBLK ? fmt : ~0u;
 }
-
 /* ---- pass 2: inodes ---- */
 
-static int put_dinode(struct fck *c, uint64_t ino, const struct inode_m *m)
+int fck_put_dinode(struct fck *c, uint64_t ino, const struct inode_m *m)
 {
 	struct mbuf *mb;
 	uint32_t off;
@@ -110,21 +98,29 @@ static int clear_inode(struct fck *c, uint64_t ino, const struct inode_m *m)
 {
 	struct inode_m z = { .generation = m->generation };
 
-	return c->repair ? put_dinode(c, ino, &z) : 0;
+	return c->repair ? fck_put_dinode(c, ino, &z) : 0;
 }
 
-static void claim(struct fck *c, uint64_t ino, uint64_t blk, uint64_t len)
+/* Blocks claimed again are marked for fsck_dups(), which finds every owner. */
+static int claim(struct fck *c, uint64_t ino, uint64_t blk, uint64_t len)
 {
 	for (uint64_t b = blk; b < blk + len; b++) {
-		if (c->used[b >> 6] >> (b & 63) & 1) {
+		if (fck_test(c->used, b)) {
+			if (!c->dup) {
+				c->dup = calloc((c->fs->l.nblocks + 63) / 64, 8);
+				if (!c->dup)
+					return -ENOMEM;
+			}
 			if (c->dups++ < MAX_DUP_REPORTS)
-				problem(c, false, "block %" PRIu64 " of inode %" PRIu64
-					" is also used elsewhere", b, ino);
+				fck_problem(c, c->repair, "block %" PRIu64 " of inode %" PRIu64
+					    " is also used elsewhere", b, ino);
+			fck_set(c->dup, b);
 			continue;
 		}
-		set_bit(c->used, b);
+		fck_set(c->used, b);
 		c->blocks++;
 	}
+	return 0;
 }
 
 static int check_inode(struct fck *c, uint64_t ino, const struct gs_dinode *d)
@@ -144,20 +140,17 @@ static int check_inode(struct fck *c, uint64_t ino, const struct gs_dinode *d)
 	if (!ip->m.type)
 		goto out;
 	fmt = ip->m.mode & S_IFMT;
-	if (ino == 0 || ip->m.type < GS_T_DIR || ip->m.type >= GS_T_NTYPES ||
-	    fmt != (dirlike(ip->m.type) ? S_IFDIR : ip->m.type == GS_T_SYMLINK ? S_IFLNK :
-		    ip->m.type != GS_T_SPECIAL ? S_IFREG :
-		    fmt == S_IFIFO || fmt == S_IFSOCK || fmt == S_IFCHR || fmt == S_IFBLK ? fmt : ~0u) ||
+	if (ino == 0 || !fs_type(ip->m.type) || fmt != type_fmt(ip->m.type, fmt) ||
 	    ip->m.size > GS_MAX_FILE_SIZE ||
 	    (ip->m.type == GS_T_DIR && ip->m.size % fs->bs) ||
 	    (ino == GS_ROOT_INO && ip->m.type != GS_T_DIR)) {
-		problem(c, c->repair, "inode %" PRIu64 ": bad type, mode or size: cleared", ino);
+		fck_problem(c, c->repair, "inode %" PRIu64 ": bad type, mode or size: cleared", ino);
 		ret = clear_inode(c, ino, &ip->m);
 		goto out_ret;
 	}
 	ret = xmap_load(fs, ip);
 	if (ret == -EUCLEAN) {
-		problem(c, c->repair, "inode %" PRIu64 ": extent tree is corrupt: cleared", ino);
+		fck_problem(c, c->repair, "inode %" PRIu64 ": extent tree is corrupt: cleared", ino);
 		ret = clear_inode(c, ino, &ip->m);
 		goto out_ret;
 	}
@@ -170,7 +163,7 @@ static int check_inode(struct fck *c, uint64_t ino, const struct gs_dinode *d)
 			const struct gs_ext *e = xmap_lookup(x, b, &inside);
 
 			if (!e || !inside || e->flags) {
-				problem(c, c->repair, "directory %" PRIu64 ": block %" PRIu64
+				fck_problem(c, c->repair, "directory %" PRIu64 ": block %" PRIu64
 					" is not mapped: cleared", ino, b);
 				ret = clear_inode(c, ino, &ip->m);
 				goto out_ret;
@@ -181,38 +174,43 @@ static int check_inode(struct fck *c, uint64_t ino, const struct gs_dinode *d)
 		ret = ip->m.xattr_blk >= fs->l.nblocks ? -EUCLEAN :
 		      xattr_check(fs, ip->m.xattr_blk, ino);
 		if (ret == -EUCLEAN) {
-			problem(c, c->repair, "inode %" PRIu64 ": xattr block is corrupt: dropped",
+			fck_problem(c, c->repair, "inode %" PRIu64 ": xattr block is corrupt: dropped",
 				ino);
 			ip->m.xattr_blk = 0;
-			if (c->repair && (ret = put_dinode(c, ino, &ip->m)) < 0)
+			if (c->repair && (ret = fck_put_dinode(c, ino, &ip->m)) < 0)
 				goto out_ret;
 		} else if (ret < 0) {
 			goto out_ret;
 		} else {
-			claim(c, ino, ip->m.xattr_blk, 1);
+			nmeta++;
+			ret = claim(c, ino, ip->m.xattr_blk, 1);
+			if (ret < 0)
+				goto out_ret;
+		}
+	}
+	for (uint32_t i = 0; i < x->nleaves && !ret; i++) {
+		for (uint32_t j = 0; j < x->leaves[i].n && !ret; j++)
+			ret = claim(c, ino, x->leaves[i].ex[j].pblk, x->leaves[i].ex[j].len);
+		if (x->leaves[i].blk && !ret) {
+			ret = claim(c, ino, x->leaves[i].blk, 1);
 			nmeta++;
 		}
 	}
-	for (uint32_t i = 0; i < x->nleaves; i++) {
-		for (uint32_t j = 0; j < x->leaves[i].n; j++)
-			claim(c, ino, x->leaves[i].ex[j].pblk, x->leaves[i].ex[j].len);
-		if (x->leaves[i].blk) {
-			claim(c, ino, x->leaves[i].blk, 1);
-			nmeta++;
-		}
-	}
-	for (uint32_t i = 0; i < x->nidx; i++)
-		claim(c, ino, x->idx[i], 1);
+	for (uint32_t i = 0; i < x->nidx && !ret; i++)
+		ret = claim(c, ino, x->idx[i], 1);
+	if (ret < 0)
+		goto out_ret;
 	nmeta += x->nidx;
 	if (ip->m.blocks != x->mapped + nmeta) {
-		problem(c, c->repair, "inode %" PRIu64 ": block count %" PRIu64 ", should be %"
+		fck_problem(c, c->repair, "inode %" PRIu64 ": block count %" PRIu64 ", should be %"
 			PRIu64, ino, ip->m.blocks, x->mapped + nmeta);
 		ip->m.blocks = x->mapped + nmeta;
-		if (c->repair && (ret = put_dinode(c, ino, &ip->m)) < 0)
+		if (c->repair && (ret = fck_put_dinode(c, ino, &ip->m)) < 0)
 			goto out_ret;
 	}
-	set_bit(c->iuse, ino);
+	fck_set(c->iuse, ino);
 	c->itype[ino] = ip->m.type;
+	c->iparent[ino] = ip->m.parent;
 	if (ip->m.type == GS_T_DIR)
 		c->dirs++;
 	else
@@ -240,7 +238,7 @@ static int pass_inodes(struct fck *c)
 
 		ret = mb_get(fs, blk, GS_BT_ITABLE, &m);
 		if (ret == -EUCLEAN) {
-			problem(c, c->repair, "inode table block %" PRIu64 " is corrupt: inodes %"
+			fck_problem(c, c->repair, "inode table block %" PRIu64 " is corrupt: inodes %"
 				PRIu64 "..%" PRIu64 " are lost", blk, b * ipb, b * ipb + ipb - 1);
 			ret = c->repair ? mb_new(fs, blk, 0, GS_BT_ITABLE, &m) : 0;
 			continue;
@@ -262,7 +260,7 @@ static int pass_inodes(struct fck *c)
 	return ret;
 }
 
-/* ---- pass 3: directories ---- */
+/* ---- pass 5: directories ---- */
 
 struct ent {
 	char name[GS_NAME_MAX + 1];
@@ -294,8 +292,10 @@ static int check_dir_blocks(struct fck *c, struct gs_inode *ip)
 			continue;
 		if (ret != -EUCLEAN)
 			return ret;
-		problem(c, c->repair, "directory %" PRIu64 ": block %u is corrupt: its entries "
+		fck_problem(c, c->repair, "directory %" PRIu64 ": block %u is corrupt: its entries "
 			"are lost", ip->ino, b);
+		if (ip->ino == GS_ROOT_INO)
+			c->root_damaged = true;
 		if (!c->repair) {
 			ok = false;
 			continue;
@@ -343,14 +343,16 @@ static int check_dir(struct fck *c, uint64_t ino)
 
 		if (t >= fs->l.ninodes || !c->itype[t] || t == GS_ROOT_INO ||
 		    c->itype[t] == GS_T_INTERNAL) {
-			problem(c, c->repair, "directory %" PRIu64 ": entry '%s' points at free or "
+			fck_problem(c, c->repair, "directory %" PRIu64 ": entry '%s' points at free or "
 				"invalid inode %" PRIu64 ": removed", ino, v[i].name, t);
+			if (ino == GS_ROOT_INO)
+				c->root_damaged = true;
 			if (c->repair)
 				ret = dir_del(fs, dp, v[i].name);
 			continue;
 		}
 		if (v[i].type != c->itype[t]) {
-			problem(c, c->repair, "directory %" PRIu64 ": entry '%s' has the wrong "
+			fck_problem(c, c->repair, "directory %" PRIu64 ": entry '%s' has the wrong "
 				"type", ino, v[i].name);
 			if (c->repair)
 				ret = dir_retarget(fs, dp, dindex_find(dp->dir, v[i].name), t,
@@ -358,15 +360,16 @@ static int check_dir(struct fck *c, uint64_t ino)
 		}
 		if (c->itype[t] == GS_T_DIR) {
 			if (c->dparent[t]) {
-				problem(c, c->repair, "directory %" PRIu64 " has a second name "
+				fck_problem(c, c->repair, "directory %" PRIu64 " has a second name "
 					"'%s' in %" PRIu64 ": removed", t, v[i].name, ino);
 				if (c->repair)
 					ret = dir_del(fs, dp, v[i].name);
 				continue;
 			}
-			c->dparent[t] = ino;
 			c->subdirs[ino]++;
 		}
+		if (!c->dparent[t])
+			c->dparent[t] = ino;
 		c->links[t]++;
 	}
 put:
@@ -375,7 +378,7 @@ put:
 	return ret < 0 ? ret : 0;
 }
 
-/* ---- pass 4: bitmaps ---- */
+/* ---- pass 3: bitmaps ---- */
 
 static int check_bitmap(struct fck *c, uint64_t start, uint64_t nblk, uint16_t type,
 			const uint64_t *want, uint64_t nbits, const char *what)
@@ -391,7 +394,7 @@ static int check_bitmap(struct fck *c, uint64_t start, uint64_t nblk, uint16_t t
 
 		ret = mb_get(fs, start + b, type, &m);
 		if (ret == -EUCLEAN) {
-			problem(c, c->repair, "%s block %" PRIu64 " is corrupt: rebuilt", what,
+			fck_problem(c, c->repair, "%s block %" PRIu64 " is corrupt: rebuilt", what,
 				start + b);
 			rewrite = true;
 			ret = 0;
@@ -428,14 +431,14 @@ static int check_bitmap(struct fck *c, uint64_t start, uint64_t nblk, uint16_t t
 		}
 	}
 	if (set_free)
-		problem(c, c->repair, "%s: %" PRIu64 " in use but marked free", what, set_free);
+		fck_problem(c, c->repair, "%s: %" PRIu64 " in use but marked free", what, set_free);
 	if (leaked)
-		problem(c, c->repair, "%s: %" PRIu64 " marked in use but owned by nothing", what,
+		fck_problem(c, c->repair, "%s: %" PRIu64 " marked in use but owned by nothing", what,
 			leaked);
 	return ret;
 }
 
-/* ---- pass 5: objects ---- */
+/* ---- pass 6: objects ---- */
 
 /* Walk the internal-object list of each owner; cut it at a bad link. */
 static int check_child_lists(struct fck *c)
@@ -462,7 +465,7 @@ static int check_child_lists(struct fck *c)
 				bad = true;
 			}
 			if (bad) {
-				problem(c, c->repair, "object %" PRIu64 ": internal object list is "
+				fck_problem(c, c->repair, "object %" PRIu64 ": internal object list is "
 					"broken at %" PRIu64 ": cut", ino, cur);
 				if (c->repair) {
 					struct gs_inode *fix = prev ? prev : op;
@@ -475,7 +478,7 @@ static int check_child_lists(struct fck *c)
 				}
 				break;
 			}
-			set_bit(c->listed, cur);
+			fck_set(c->listed, cur);
 			cur = cp->m.next_sib;
 			if (prev)
 				iput(fs, prev);
@@ -488,7 +491,7 @@ static int check_child_lists(struct fck *c)
 	return ret;
 }
 
-static int check_object(struct fck *c, uint64_t ino, struct gs_inode *root)
+static int check_object(struct fck *c, uint64_t ino)
 {
 	struct gs_fs *fs = c->fs;
 	struct gs_inode *ip;
@@ -503,15 +506,15 @@ static int check_object(struct fck *c, uint64_t ino, struct gs_inode *root)
 		bool listed = c->listed[ino >> 6] >> (ino & 63) & 1;
 
 		if (!listed && (ip->m.flags & GS_IFL_ORPHAN)) {
-			note(c, "internal object %" PRIu64 " was orphaned: %s", ino,
+			fck_note(c, "internal object %" PRIu64 " was orphaned: %s", ino,
 			     c->repair ? "freed" : "left for the next mount");
 			ret = c->repair ? ifree_object(fs, ip) : 0;
 		} else if (!listed) {
-			problem(c, c->repair, "internal object %" PRIu64 " has no owner: freed",
+			fck_problem(c, c->repair, "internal object %" PRIu64 " has no owner: freed",
 				ino);
 			ret = c->repair ? ifree_object(fs, ip) : 0;
 		} else if (ip->m.nlink != 1) {
-			problem(c, c->repair, "internal object %" PRIu64 ": link count %u, "
+			fck_problem(c, c->repair, "internal object %" PRIu64 ": link count %u, "
 				"should be 1", ino, ip->m.nlink);
 			ip->m.nlink = 1;
 			ret = c->repair ? iwrite(fs, ip) : 0;
@@ -521,40 +524,25 @@ static int check_object(struct fck *c, uint64_t ino, struct gs_inode *root)
 	if (ino != GS_ROOT_INO && !c->links[ino]) {
 		if ((ip->m.flags & GS_IFL_ORPHAN) && !ip->m.nlink) {
 			/* unlinked while open when the system went down: normal */
-			note(c, "orphan inode %" PRIu64 ": %s", ino,
+			fck_note(c, "orphan inode %" PRIu64 ": %s", ino,
 			     c->repair ? "freed" : "left for the next mount");
 			ret = c->repair ? ifree_object(fs, ip) : 0;
 			goto put;
 		}
-		problem(c, c->repair, "inode %" PRIu64 " (type %u, %" PRIu64 " bytes) is in no "
-			"directory: linked into / as lost+found-%" PRIu64, ino, ip->m.type,
-			ip->m.size, ino);
-		if (c->repair) {
-			char name[40];
-
-			snprintf(name, sizeof(name), "lost+found-%" PRIu64, ino);
-			ret = dir_add(fs, root, name, ino, ip->m.type);
-			if (ret < 0)
-				goto put;
-			c->links[ino] = 1;
-			if (ip->m.type == GS_T_DIR) {
-				c->dparent[ino] = GS_ROOT_INO;
-				root->m.nlink++;
-				c->subdirs[GS_ROOT_INO]++;
-			}
-			ret = iwrite(fs, root);
-			if (ret < 0)
-				goto put;
-		}
+		fck_problem(c, c->repair, "inode %" PRIu64 " (%s, %" PRIu64 " bytes) is in no "
+			    "directory%s", ino, fs_type(ip->m.type)->name, ip->m.size,
+			    c->repair ? ": linked into /lost+found" : "");
+		if (c->repair && (ret = fsck_reconnect(c, ip)) < 0)
+			goto put;
 	}
 	if ((ip->m.flags & GS_IFL_ORPHAN) && c->links[ino]) {
-		problem(c, c->repair, "inode %" PRIu64 " is on the orphan list but has names", ino);
+		fck_problem(c, c->repair, "inode %" PRIu64 " is on the orphan list but has names", ino);
 		if (c->repair && (ret = orphan_unlist(fs, ip)) < 0)
 			goto put;
 	}
 	want = ip->m.type == GS_T_DIR ? 2 + c->subdirs[ino] : c->links[ino];
 	if (ip->m.nlink != want) {
-		problem(c, c->repair, "inode %" PRIu64 ": link count %u, should be %u", ino,
+		fck_problem(c, c->repair, "inode %" PRIu64 ": link count %u, should be %u", ino,
 			ip->m.nlink, want);
 		ip->m.nlink = want;
 	}
@@ -562,7 +550,7 @@ static int check_object(struct fck *c, uint64_t ino, struct gs_inode *root)
 		uint64_t p = ino == GS_ROOT_INO ? GS_ROOT_INO : c->dparent[ino];
 
 		if (p && ip->m.parent != p) {
-			problem(c, c->repair, "directory %" PRIu64 ": parent is %" PRIu64
+			fck_problem(c, c->repair, "directory %" PRIu64 ": parent is %" PRIu64
 				", should be %" PRIu64, ino, ip->m.parent, p);
 			ip->m.parent = p;
 		}
@@ -587,7 +575,7 @@ static int check_orphan_list(struct fck *c, struct gs_inode *root)
 
 		if (cur >= fs->l.ninodes || !c->itype[cur] || n++ > fs->l.ninodes ||
 		    iget(fs, cur, &ip)) {
-			problem(c, c->repair, "orphan list is broken at inode %" PRIu64 ": cut",
+			fck_problem(c, c->repair, "orphan list is broken at inode %" PRIu64 ": cut",
 				cur);
 			if (c->repair) {
 				struct gs_inode *fix = prev ? prev : root;
@@ -598,7 +586,7 @@ static int check_orphan_list(struct fck *c, struct gs_inode *root)
 			break;
 		}
 		if (!(ip->m.flags & GS_IFL_ORPHAN)) {
-			problem(c, c->repair, "inode %" PRIu64 " is on the orphan list unflagged",
+			fck_problem(c, c->repair, "inode %" PRIu64 " is on the orphan list unflagged",
 				cur);
 			ip->m.flags |= GS_IFL_ORPHAN;
 			if (c->repair)
@@ -626,28 +614,104 @@ static int pass_objects(struct fck *c)
 	if (ret < 0)
 		return ret;
 	ret = check_orphan_list(c, root);
+	iput(fs, root);
 	for (uint64_t ino = 1; ino < fs->l.ninodes && !ret; ino++)
 		if (c->itype[ino])
-			ret = check_object(c, ino, root);
-	iput(fs, root);
+			ret = check_object(c, ino);
 	return ret;
 }
 
-static void nd_problem(void *arg, const char *msg)
+int fck_mkdir(struct fck *c, uint64_t parent, const char *name, uint32_t mode, uint64_t *ino)
 {
-	problem(arg, false, "%s", msg);
+	struct gs_stat st;
+	int ret = gs_fs_create(c->fs, parent, name, GS_T_DIR, mode, 0, 0, &st);
+
+	if (ret < 0)
+		return ret;
+	*ino = st.ino;
+	fck_set(c->iuse, st.ino);
+	c->itype[st.ino] = GS_T_DIR;
+	c->iparent[st.ino] = parent;
+	c->dparent[st.ino] = parent;
+	c->links[st.ino] = 1;
+	c->subdirs[parent]++;
+	c->dirs++;
+	return 0;
 }
 
-static int pass_nd(struct fck *c)
+/* ---- pass 7: what each object's type knows ---- */
+
+static void env_problem(const struct fs_fsck_env *env, bool fixed, const char *msg)
 {
-	struct nd_fsck_env env = { .used = c->used, .nblocks = c->fs->l.nblocks,
-				   .itype = c->itype, .ninodes = c->fs->l.ninodes,
-				   .problem = nd_problem, .arg = c };
+	fck_problem(env->priv, fixed, "%s", msg);
+}
+
+/* A name of @ino in loaded directory @dp, into @name; false if none. */
+static bool name_of(const struct gs_inode *dp, uint64_t ino, char *name)
+{
+	for (uint32_t h = 0; h < dp->dir->nbuckets; h++)
+		for (const struct dirent_m *e = dp->dir->b[h]; e; e = e->hnext)
+			if (e->ino == ino) {
+				memcpy(name, e->name, e->name_len + 1);
+				return true;
+			}
+	return false;
+}
+
+/* Remove object @ino with its names (a type found it unusable). */
+static int remove_object(struct fck *c, uint64_t ino)
+{
+	struct gs_fs *fs = c->fs;
+	struct gs_inode *ip, *dp;
+	int ret = iget(fs, ino, &ip);
+
+	if (ret == -ENOENT)
+		return 0;
+	if (ret < 0)
+		return ret;
+	if (c->dparent[ino] && !iget(fs, c->dparent[ino], &dp)) {
+		char name[GS_NAME_MAX + 1];
+
+		ret = dir_load(fs, dp);
+		while (!ret && name_of(dp, ino, name))
+			ret = dir_del(fs, dp, name);
+		if (!ret && ip->m.type == GS_T_DIR) {
+			dp->m.nlink--;
+			c->subdirs[dp->ino]--;
+		}
+		if (!ret) {
+			itouch(dp, true, true);
+			ret = iwrite(fs, dp);
+		}
+		iput(fs, dp);
+	}
+	if (!ret)
+		ret = ifree_object(fs, ip);
+	iput(fs, ip);
+	c->itype[ino] = 0;
+	c->links[ino] = 0;
+	return ret;
+}
+
+static int pass_types(struct fck *c)
+{
+	struct fs_fsck_env env = { .repair = c->repair, .ninodes = c->fs->l.ninodes,
+				   .itype = c->itype, .problem = env_problem, .priv = c };
 	int ret = 0;
 
-	for (uint64_t ino = 1; ino < c->fs->l.ninodes && ret >= 0; ino++)
-		if (c->itype[ino] == GS_T_ND)
-			ret = nd_fsck_space(c->fs, ino, &env);
+	for (uint64_t ino = 1; ino < c->fs->l.ninodes && ret >= 0; ino++) {
+		const struct fs_type_ops *t = fs_type(c->itype[ino]);
+
+		if (!c->itype[ino] || !t->check)
+			continue;
+		ret = t->check(c->fs, ino, &env);
+		if (ret == FS_FSCK_OBJ_CLEAR && c->repair)
+			ret = remove_object(c, ino);
+		else if (ret == FS_FSCK_OBJ_CLEAR || ret == FS_FSCK_OBJ_BAD)
+			c->result |= GS_FSCK_UNCORRECTED;
+		if (!ret)
+			jnl_op_begin(c->fs);	/* keep the repair's transactions bounded */
+	}
 	return ret < 0 ? ret : 0;
 }
 
@@ -665,48 +729,43 @@ static int fck_alloc(struct fck *c)
 	c->links = calloc(l->ninodes, 4);
 	c->subdirs = calloc(l->ninodes, 4);
 	c->dparent = calloc(l->ninodes, 8);
+	c->iparent = calloc(l->ninodes, 8);
 	if (!c->used || !c->iuse || !c->listed || !c->itype || !c->links || !c->subdirs ||
-	    !c->dparent)
+	    !c->dparent || !c->iparent)
 		return -ENOMEM;
 	for (uint64_t b = 0; b < l->itable_start + l->itable_blocks; b++)
-		set_bit(c->used, b);
+		fck_set(c->used, b);
 	for (uint64_t b = l->journal_start; b < l->journal_start + l->journal_blocks; b++)
-		set_bit(c->used, b);
-	set_bit(c->iuse, 0);
+		fck_set(c->used, b);
+	fck_set(c->iuse, 0);
 	return 0;
 }
 
 static void fck_free(struct fck *c)
 {
 	free(c->used);
+	free(c->dup);
 	free(c->iuse);
 	free(c->listed);
 	free(c->itype);
 	free(c->links);
 	free(c->subdirs);
 	free(c->dparent);
+	free(c->iparent);
+	for (uint32_t i = 0; i < c->nlost; i++)
+		free(c->lost[i].blk);
+	free(c->lost);
 }
 
-static int check_all(struct fck *c)
+/* From here on the allocator works from what the inodes own, and the
+ * on-disk bitmaps are made to say the same before anything allocates. */
+static int adopt_maps(struct fck *c)
 {
 	struct gs_fs *fs = c->fs;
-	uint64_t *map, *imap;
 	size_t bw = (fs->l.nblocks + 63) / 64 * 8, iw = (fs->l.ninodes + 63) / 64 * 8;
+	uint64_t *map = malloc(bw), *imap = malloc(iw);
 	int ret;
 
-	ret = fck_alloc(c);
-	if (ret < 0)
-		return ret;
-	ret = pass_inodes(c);
-	if (ret < 0)
-		return ret;
-	if (c->itype[GS_ROOT_INO] != GS_T_DIR) {
-		problem(c, false, "the root directory is gone");
-		return 0;
-	}
-	/* from here on the allocator works from what the inodes own */
-	map = malloc(bw);
-	imap = malloc(iw);
 	if (!map || !imap) {
 		free(map);
 		free(imap);
@@ -715,21 +774,45 @@ static int check_all(struct fck *c)
 	memcpy(map, c->used, bw);
 	memcpy(imap, c->iuse, iw);
 	ret = alloc_adopt(fs, map, imap);
-	if (ret < 0)
-		return ret;
-	for (uint64_t ino = 1; ino < fs->l.ninodes && !ret; ino++)
-		if (c->itype[ino] == GS_T_DIR)
-			ret = check_dir(c, ino);
 	if (!ret)
 		ret = check_bitmap(c, fs->l.bbitmap_start, fs->l.bbitmap_blocks, GS_BT_BBITMAP,
 				   fs->al.map, fs->l.nblocks, "block bitmap");
 	if (!ret)
 		ret = check_bitmap(c, fs->l.ibitmap_start, fs->l.ibitmap_blocks, GS_BT_IBITMAP,
 				   fs->al.imap, fs->l.ninodes, "inode bitmap");
+	return ret;
+}
+
+static int check_all(struct fck *c)
+{
+	struct gs_fs *fs = c->fs;
+	int ret;
+
+	ret = fck_alloc(c);
+	if (!ret)
+		ret = pass_inodes(c);
+	if (!ret && c->repair)
+		ret = fsck_find_lost_dirs(c);
+	if (ret < 0)
+		return ret;
+	if (c->itype[GS_ROOT_INO] != GS_T_DIR) {	/* repair rebuilds it */
+		fck_problem(c, false, "the root directory is gone");
+		return 0;
+	}
+	ret = adopt_maps(c);
+	if (!ret && c->dup && c->repair)
+		ret = fsck_dups(c);
+	if (!ret && c->repair)
+		ret = fsck_rebuild_dirs(c);
+	for (uint64_t ino = 1; ino < fs->l.ninodes && !ret; ino++)
+		if (c->itype[ino] == GS_T_DIR)
+			ret = check_dir(c, ino);
+	if (!ret && c->repair && c->root_damaged)
+		ret = fsck_type_dirs(c);
 	if (!ret)
 		ret = pass_objects(c);
 	if (!ret)
-		ret = pass_nd(c);
+		ret = pass_types(c);
 	return ret;
 }
 
@@ -754,21 +837,21 @@ int gs_fs_fsck(const char *path, unsigned flags, gs_fsck_report report, void *ar
 		ret = fs_open_common(&fs, &o, true);
 	}
 	if (ret < 0) {
-		note(&c, "%s: cannot check: %s", path, ret == -EBUSY ? "in use (mounted?)" :
+		fck_note(&c, "%s: cannot check: %s", path, ret == -EBUSY ? "in use (mounted?)" :
 		     ret == -EUCLEAN ? "superblock is corrupt" : ret == -EINVAL ?
 		     "not a gstore filesystem (or unsupported version)" : strerror(-ret));
 		return GS_FSCK_ERROR;
 	}
 	c.fs = fs;
 	if (fs->sb_from_copy) {
-		problem(&c, c.repair, "primary superblock is corrupt: %s",
+		fck_problem(&c, c.repair, "primary superblock is corrupt: %s",
 			c.repair ? "rewritten from the copy" : "using the copy");
 	}
 	ret = jnl_scan(fs, &ntx, &nblk);
 	if (ret < 0)
 		goto fail;
 	if (ntx && !c.repair) {
-		problem(&c, false, "journal holds %" PRIu64 " transactions: needs recovery "
+		fck_problem(&c, false, "journal holds %" PRIu64 " transactions: needs recovery "
 			"(repair replays it)", ntx);
 		goto done;
 	}
@@ -776,13 +859,13 @@ int gs_fs_fsck(const char *path, unsigned flags, gs_fsck_report report, void *ar
 		ret = jnl_replay(fs, &ntx);
 		if (ret < 0)
 			goto fail;
-		note(&c, "journal: replayed %" PRIu64 " transactions (%" PRIu64 " blocks)", ntx,
+		fck_note(&c, "journal: replayed %" PRIu64 " transactions (%" PRIu64 " blocks)", ntx,
 		     nblk);
 	}
 	state = ld32(fs->sb.state);
 	if (!(flags & GS_FSCK_FORCE) && (state & GS_STATE_CLEAN) && !(state & GS_STATE_ERRORS) &&
 	    !ntx && !fs->sb_from_copy) {
-		note(&c, "%s: clean", path);
+		fck_note(&c, "%s: clean", path);
 		goto done;
 	}
 	ret = check_all(&c);
@@ -800,12 +883,12 @@ int gs_fs_fsck(const char *path, unsigned flags, gs_fsck_report report, void *ar
 		if (ret < 0)
 			goto fail;
 	}
-	note(&c, "%s: %" PRIu64 " files, %" PRIu64 " directories, %" PRIu64 "/%" PRIu64
+	fck_note(&c, "%s: %" PRIu64 " files, %" PRIu64 " directories, %" PRIu64 "/%" PRIu64
 	     " blocks%s", path, c.files, c.dirs, c.blocks, fs->l.nblocks,
 	     c.result & GS_FSCK_UNCORRECTED ? ", errors remain" : "");
 	goto done;
 fail:
-	note(&c, "%s: check failed: %s", path, strerror(-ret));
+	fck_note(&c, "%s: check failed: %s", path, strerror(-ret));
 	c.result |= GS_FSCK_ERROR;
 done:
 	fck_free(&c);

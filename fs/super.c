@@ -429,6 +429,21 @@ int gs_fs_mount(struct gs_fs **fsp, const struct gs_fs_opts *o)
 		goto close;
 	if (ld32(fs->sb.state) & GS_STATE_ERRORS)
 		gs_warn("gstore: %s: errors were recorded on this filesystem: run fsck", fs->path);
+	ret = alloc_verify(fs);
+	if (ret == -EUCLEAN) {
+		/* writing would overwrite other objects' data: read-only until fsck */
+		if (!fs->rdonly) {
+			fs->sb.state = st32(ld32(fs->sb.state) | GS_STATE_ERRORS);
+			ret = sb_write(fs);
+			if (ret < 0)
+				goto close;
+			fs->rdonly = true;
+		}
+		gs_err("gstore: %s: mounted read-only: run fsck -y", fs->path);
+		ret = 0;
+	}
+	if (ret < 0)
+		goto close;
 	if (!fs->rdonly) {
 		fs->sb.state = st32(ld32(fs->sb.state) & ~GS_STATE_CLEAN);
 		fs->sb.mount_time = st64(now_sec());

@@ -1,17 +1,22 @@
 // SPDX-License-Identifier: MIT
 /*
- * N-D spaces: the fsck pass over one space's index (called by fs/fsck.c
- * after the inodes, bitmaps and objects are checked).
+ * N-D spaces as an fs object type: nd's entry in the fs core's type table
+ * (fs/fs_type.h), and its fsck check of one space's index.
  *
- * The fs part of fsck already knows that the blocks of the data object are
- * owned and marked in the bitmap; what only nd knows is which slots the
- * index points at.  So: the superblock decodes and names an internal object
- * as its data; every node lies inside the index area and is pointed at once,
- * no two nodes overlap; every leaf entry is a slot below nslots, pointed at
- * by one block only, whose bytes are written data of the data object (no
- * hole, no unwritten block).  Findings are reported,
- * not repaired (like double ownership in the fs pass): the index is the only
- * record of which block is where, and guessing would hide the damage.
+ * The fs core has already checked the space as an object: its blocks and
+ * those of its data object are owned and marked, its data object is on its
+ * internal-object list.  What only nd knows is which slots the index points
+ * at.  So: the superblock decodes and names an internal object as its data;
+ * every node lies inside the index area and is pointed at once, no two nodes
+ * overlap; every leaf entry is a slot below nslots, pointed at by one block
+ * only, whose bytes are written data of the data object (no hole, no
+ * unwritten block).
+ *
+ * Repair: a bad entry (leaf or node pointer) is zeroed, so the blocks below
+ * it read as zeros ("never written") and no two blocks share a slot; the
+ * slot it pointed at is leaked inside the data object, as after a crash.  A
+ * space whose superblock is unusable is removed by the core (verdict
+ * CLEAR): without its shape and index nothing of it can be read.
  */
 #include <endian.h>
 #include <errno.h>
@@ -20,9 +25,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-#include "gstore_fs.h"
+#include "../fs_type.h"
 #include "nd_internal.h"
 
 #define MAX_REPORTS	20
@@ -32,16 +38,17 @@ struct nck {
 	uint64_t ino;
 	struct nd_layout L;
 	struct nd_sbx x;
-	const struct nd_fsck_env *env;
+	const struct fs_fsck_env *env;
 	uint64_t *slot_seen;		/* bitmap over nslots */
-	struct { uint64_t off, len; } *nodes;
+	struct { uint64_t off, len, ref; } *nodes;	/* ref: where its pointer is, 0: root */
 	uint64_t nnodes, capnodes;
 	uint64_t problems, slots;
 };
 
-static void report(struct nck *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void report(struct nck *k, bool fixed, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
-static void report(struct nck *k, const char *fmt, ...)
+static void report(struct nck *k, bool fixed, const char *fmt, ...)
 {
 	char msg[256];
 	int n;
@@ -49,44 +56,60 @@ static void report(struct nck *k, const char *fmt, ...)
 
 	if (k->problems++ >= MAX_REPORTS) {
 		if (k->problems == MAX_REPORTS + 1)
-			k->env->problem(k->env->arg, "nd space: more problems, not listed");
+			k->env->problem(k->env, fixed, "nd space: more problems, not listed");
 		return;
 	}
 	n = snprintf(msg, sizeof(msg), "nd space %" PRIu64 ": ", k->ino);
 	va_start(ap, fmt);
 	vsnprintf(msg + n, sizeof(msg) - n, fmt, ap);
 	va_end(ap);
-	k->env->problem(k->env->arg, msg);
+	k->env->problem(k->env, fixed, msg);
 }
 
-/* Leaf entry -> slot: in range, once, all of its bytes written data of the
- * data object (whose blocks the fs pass has checked are its own). */
-static int check_slot(struct nck *k, const uint64_t *bc, uint64_t v)
+/* Repair: zero the index entry at byte @off of the space. */
+static int drop(struct nck *k, uint64_t off)
 {
+	uint64_t zero = 0;
+	ssize_t r;
+
+	if (!k->env->repair)
+		return 0;
+	r = gs_fs_write(k->fs, k->ino, &zero, sizeof(zero), off);
+	return r < 0 ? (int)r : 0;
+}
+
+/* Leaf entry @v at byte @at -> slot: in range, once, all of its bytes written
+ * data of the data object (whose blocks the fs pass has checked are its own). */
+static int check_slot(struct nck *k, const uint64_t *bc, uint64_t v, uint64_t at)
+{
+	bool fix = k->env->repair;
 	uint64_t slot = v - 1;
 	int64_t hole;
 
 	if (v > k->x.nslots) {
-		report(k, "block %" PRIu64 " points at slot %" PRIu64 ", beyond the %" PRIu64
-		       " allocated", nd_bid(&k->L, bc), slot, k->x.nslots);
-		return 0;
+		report(k, fix, "block %" PRIu64 " points at slot %" PRIu64 ", beyond the %" PRIu64
+		       " allocated%s", nd_bid(&k->L, bc), slot, k->x.nslots, fix ? ": dropped" : "");
+		return drop(k, at);
 	}
 	if (k->slot_seen[slot >> 6] >> (slot & 63) & 1) {
-		report(k, "slot %" PRIu64 " is referenced twice (again by block %" PRIu64 ")",
-		       slot, nd_bid(&k->L, bc));
-		return 0;
+		report(k, fix, "slot %" PRIu64 " is referenced twice (again by block %" PRIu64
+		       ")%s", slot, nd_bid(&k->L, bc), fix ? ": second reference dropped" : "");
+		return drop(k, at);
 	}
-	k->slot_seen[slot >> 6] |= 1ULL << (slot & 63);
-	k->slots++;
 	hole = gs_fs_lseek(k->fs, k->x.data_ino, slot * k->x.slot_bytes, SEEK_HOLE);
 	if (hole == -ENXIO || (hole >= 0 && (uint64_t)hole < slot * k->x.slot_bytes + k->x.stride)) {
-		report(k, "slot %" PRIu64 " is referenced but not allocated", slot);
-		return 0;
+		report(k, fix, "slot %" PRIu64 " is referenced but not allocated%s", slot,
+		       fix ? ": dropped" : "");
+		return drop(k, at);
 	}
-	return hole < 0 ? (int)hole : 0;
+	if (hole < 0)
+		return (int)hole;
+	k->slot_seen[slot >> 6] |= 1ULL << (slot & 63);
+	k->slots++;
+	return 0;
 }
 
-static int node_add(struct nck *k, uint64_t off, uint64_t len)
+static int node_add(struct nck *k, uint64_t off, uint64_t len, uint64_t ref)
 {
 	if (k->nnodes == k->capnodes) {
 		uint64_t n = k->capnodes ? 2 * k->capnodes : 64;
@@ -98,12 +121,15 @@ static int node_add(struct nck *k, uint64_t off, uint64_t len)
 		k->capnodes = n;
 	}
 	k->nodes[k->nnodes].off = off;
-	k->nodes[k->nnodes++].len = len;
+	k->nodes[k->nnodes].len = len;
+	k->nodes[k->nnodes++].ref = ref;
 	return 0;
 }
 
-/* Depth-first over the nodes; @bc holds the coordinates so far. */
-static int walk(struct nck *k, uint64_t node, uint32_t level, uint64_t *bc)
+/* Depth-first over the nodes; @bc holds the coordinates so far, @ref is
+ * where the pointer to @node lives (0: the superblock's root).  Returns 1
+ * when the root itself is unusable. */
+static int walk(struct nck *k, uint64_t node, uint32_t level, uint64_t *bc, uint64_t ref)
 {
 	uint64_t n = k->L.nb[level], *e;
 	ssize_t r;
@@ -111,11 +137,12 @@ static int walk(struct nck *k, uint64_t node, uint32_t level, uint64_t *bc)
 
 	if (node < GS_ND_SB_SIZE || node > k->x.index_end ||
 	    n * 8 > k->x.index_end - node) {
-		report(k, "level-%u node at %" PRIu64 " is outside the index area (end %" PRIu64
-		       ")", level, node, k->x.index_end);
-		return 0;
+		report(k, k->env->repair, "level-%u node at %" PRIu64 " is outside the index "
+		       "area (end %" PRIu64 ")%s", level, node, k->x.index_end,
+		       k->env->repair && ref ? ": dropped" : "");
+		return ref ? drop(k, ref) : 1;
 	}
-	ret = node_add(k, node, n * 8);
+	ret = node_add(k, node, n * 8, ref);
 	if (ret)
 		return ret;
 	e = calloc(n, 8);
@@ -133,9 +160,9 @@ static int walk(struct nck *k, uint64_t node, uint32_t level, uint64_t *bc)
 			continue;
 		bc[level] = i;
 		if (level + 1 == k->L.ndims)
-			ret = check_slot(k, bc, v);
+			ret = check_slot(k, bc, v, node + i * 8);
 		else
-			ret = walk(k, v, level + 1, bc);
+			ret = walk(k, v, level + 1, bc, node + i * 8);
 	}
 out:
 	free(e);
@@ -149,7 +176,34 @@ static int cmp_node(const void *a, const void *b)
 	return *x < *y ? -1 : *x > *y;
 }
 
-int nd_fsck_space(struct gs_fs *fs, uint64_t ino, const struct nd_fsck_env *env)
+/* Two nodes overlap: the one that is not the root loses its pointer. */
+static int check_overlaps(struct nck *k)
+{
+	int ret = 0;
+
+	qsort(k->nodes, k->nnodes, sizeof(*k->nodes), cmp_node);
+	for (uint64_t i = 1; i < k->nnodes && !ret; i++) {
+		uint64_t ref = k->nodes[i].ref ? k->nodes[i].ref : k->nodes[i - 1].ref;
+
+		if (k->nodes[i - 1].off + k->nodes[i - 1].len <= k->nodes[i].off)
+			continue;
+		report(k, k->env->repair, "index nodes at %" PRIu64 " and %" PRIu64 " overlap%s%s",
+		       k->nodes[i - 1].off, k->nodes[i].off,
+		       k->nodes[i - 1].off == k->nodes[i].off ? " (one node, two parents)" : "",
+		       k->env->repair ? ": one pointer dropped" : "");
+		ret = drop(k, ref);
+	}
+	return ret;
+}
+
+/* The space cannot be used at all: the core removes it (repair). */
+static int unusable(struct nck *k, const char *why)
+{
+	report(k, k->env->repair, "%s%s", why, k->env->repair ? ": space removed" : "");
+	return FS_FSCK_OBJ_CLEAR;
+}
+
+static int nd_check(struct gs_fs *fs, uint64_t ino, const struct fs_fsck_env *env)
 {
 	struct nck k = { .fs = fs, .ino = ino, .env = env };
 	struct gs_nd_params p;
@@ -159,47 +213,41 @@ int nd_fsck_space(struct gs_fs *fs, uint64_t ino, const struct nd_fsck_env *env)
 
 	ret = nd_fs_super(fs, ino, &p, &k.x);
 	if (ret == -ENODATA)
-		return 0;	/* made, not formatted yet */
-	if (ret == -EOPNOTSUPP) {
-		report(&k, "slots padded for device alignment (made before leases): unsupported");
-		return 1;
+		return FS_FSCK_OBJ_OK;	/* made, not formatted yet */
+	if (ret == -EOPNOTSUPP) {	/* not damage: an older layout, left alone */
+		report(&k, false, "slots padded for device alignment (made before leases): "
+		       "unsupported");
+		return FS_FSCK_OBJ_BAD;
 	}
-	if (ret == -EIO || (!ret && nd_layout_init(&k.L, &p))) {
-		report(&k, "superblock is corrupt");
-		return 1;
-	}
+	if (ret == -EIO || (!ret && nd_layout_init(&k.L, &p)))
+		return unusable(&k, "superblock is corrupt");
 	if (ret)
 		return ret;
 	if (k.x.data_ino >= env->ninodes || env->itype[k.x.data_ino] != GS_T_INTERNAL ||
-	    gs_fs_getattr(fs, k.x.data_ino, &dst)) {
-		report(&k, "data object %" PRIu64 " is not an internal object", k.x.data_ino);
-		return 1;
-	}
+	    gs_fs_getattr(fs, k.x.data_ino, &dst))
+		return unusable(&k, "its data object is not an internal object");
 	/* nslots may run ahead of the data object, never by more than the space's blocks */
 	maxslots = k.L.nblocks + dst.size / (k.x.slot_bytes ? k.x.slot_bytes : 1);
-	if (!k.x.slot_bytes || k.x.stride < k.L.block_bytes || k.x.nslots > maxslots) {
-		report(&k, "superblock: slot size %" PRIu64 ", stride %" PRIu64 ", %" PRIu64
-		       " slots do not fit the space", k.x.slot_bytes, k.x.stride, k.x.nslots);
-		return 1;
-	}
+	if (!k.x.slot_bytes || k.x.stride < k.L.block_bytes || k.x.nslots > maxslots)
+		return unusable(&k, "superblock: slot size, stride or slot count do not fit");
 	k.slot_seen = calloc(k.x.nslots / 64 + 1, 8);
 	if (!k.slot_seen)
 		return -ENOMEM;
 	if (k.x.root)
-		ret = walk(&k, k.x.root, 0, bc);
-	if (!ret && k.nnodes > 1) {
-		qsort(k.nodes, k.nnodes, sizeof(*k.nodes), cmp_node);
-		for (uint64_t i = 1; i < k.nnodes; i++)
-			if (k.nodes[i - 1].off + k.nodes[i - 1].len > k.nodes[i].off) {
-				report(&k, "index nodes at %" PRIu64 " and %" PRIu64 " overlap%s",
-				       k.nodes[i - 1].off, k.nodes[i].off,
-				       k.nodes[i - 1].off == k.nodes[i].off ? " (one node, two "
-				       "parents)" : "");
-			}
-	}
+		ret = walk(&k, k.x.root, 0, bc, 0);
+	if (ret == 1)
+		ret = unusable(&k, "the index root is unusable");
+	else if (!ret && k.nnodes > 1)
+		ret = check_overlaps(&k);
 	free(k.slot_seen);
 	free(k.nodes);
-	if (ret < 0)
+	if (ret)
 		return ret;
-	return k.problems ? 1 : 0;
+	return k.problems && !env->repair ? FS_FSCK_OBJ_BAD : FS_FSCK_OBJ_OK;
 }
+
+const struct fs_type_ops nd_type_ops = {
+	.name = "N-D space",
+	.ifmt = S_IFDIR,
+	.check = nd_check,	/* its data object goes with it: nothing to destroy */
+};

@@ -11,7 +11,7 @@
  *   nd_index.c   the N-level index and the superblock
  *   nd_store.c   where blocks live: a gstore fs (direct leases on an internal
  *                object) or plain files (tests, tools)
- *   nd_fsck.c    fsck's pass over a space's index
+ *   nd_fsck.c    nd as an fs object type: fsck's check of a space's index
  *   nd.c         the public API (gstore_nd.h)
  *
  * Locking: nd->imu guards the index and the in-memory superblock; nd->c.mu
@@ -295,19 +295,6 @@ int nd_index_flush(struct gs_nd *nd);
 void nd_index_fini(struct gs_nd *nd);
 /* @n new consecutive slots; returns the first (backed when first written). */
 uint64_t nd_slots_new(struct gs_nd *nd, uint64_t n);
-
-/* nd_fsck.c: what fsck knows of the fs, and where findings go. */
-struct nd_fsck_env {
-	const uint64_t *used;		/* bitmap: fs blocks owned by live inodes */
-	uint64_t nblocks;
-	const uint8_t *itype;		/* type of each live inode (0: free) */
-	uint64_t ninodes;
-	void (*problem)(void *arg, const char *msg);
-	void *arg;
-};
-/* Check space @ino's index against its data object and @env->used:
- * 0 clean, 1 problems reported, -errno when it could not check. */
-int nd_fsck_space(struct gs_fs *fs, uint64_t ino, const struct nd_fsck_env *env);
 
 /* nd.c: a space over any store (tests use plain files). */
 int nd_space_format(struct nd_store *st, const struct gs_nd_params *p, uint64_t data_ino);

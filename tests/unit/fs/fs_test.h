@@ -21,6 +21,23 @@ static inline void test_log(int level, const char *msg, void *arg)
 		fprintf(stderr, "log[%d]: %s\n", level, msg);
 }
 
+/* fsck's findings, one line each (a gs_fsck_report for gs_fs_fsck()). */
+struct test_lines {
+	char buf[16384];
+	size_t len;
+};
+
+static inline void test_lines_add(void *arg, const char *line)
+{
+	struct test_lines *l = arg;
+	int n = snprintf(l->buf + l->len, sizeof(l->buf) - l->len, "%s\n", line);
+
+	if (n > 0 && l->len + n < sizeof(l->buf))
+		l->len += n;
+	if (getenv("GS_TEST_VERBOSE"))
+		fprintf(stderr, "fsck: %s\n", line);
+}
+
 /* A fresh path for an image in $TMPDIR (or /tmp). */
 static inline char *test_image_path(const char *tag)
 {

@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: MIT
 /*
- * fsck's N-D pass (fs/nd/nd_fsck.c): a clean image with written spaces checks
- * clean; then one space each gets its index corrupted on purpose - a slot
- * referenced twice, a slot beyond nslots, a slot whose extent was freed
- * (referenced but free), a node pointer outside the index area - and fsck
- * reports each of them (uncorrected), naming the space, and nothing about
- * the space left intact.
+ * fsck's N-D check (fs/nd/nd_fsck.c, nd's entry in the fs type table): a
+ * clean image with written spaces checks clean; then one space each gets its
+ * index corrupted on purpose - a slot referenced twice, a slot beyond
+ * nslots, a slot whose extent was freed (referenced but free), a node
+ * pointer outside the index area - and fsck reports each of them
+ * (uncorrected), naming the space, and nothing about the space left intact.
+ * fsck -y drops the bad entries (the blocks read as zeros), the rest of each
+ * space stays readable, and the next check is clean.  A space whose
+ * superblock is corrupt is removed by fsck -y, with its data object.
  */
 #include <endian.h>
 #include <errno.h>
@@ -22,24 +25,10 @@
 
 static char *img;
 
-struct lines {
-	char buf[16384];
-	size_t len;
-};
-
-static void collect(void *arg, const char *line)
-{
-	struct lines *l = arg;
-	int n = snprintf(l->buf + l->len, sizeof(l->buf) - l->len, "%s\n", line);
-
-	if (n > 0 && l->len + n < sizeof(l->buf))
-		l->len += n;
-}
-
-static int fsck(struct lines *l)
+static int fsck(struct test_lines *l)
 {
 	memset(l, 0, sizeof(*l));
-	return gs_fs_fsck(img, GS_FSCK_FORCE, collect, l);
+	return gs_fs_fsck(img, GS_FSCK_FORCE, test_lines_add, l);
 }
 
 /* A 2-D space "NAME" with blocks (0,0), (0,1) and (1,0) written; returns its ino. */
@@ -87,7 +76,7 @@ static uint64_t get64(struct gs_fs *fs, uint64_t ino, uint64_t off)
 	return le64toh(le);
 }
 
-static bool has(const struct lines *l, uint64_t ino, const char *what)
+static bool has(const struct test_lines *l, uint64_t ino, const char *what)
 {
 	char tag[64];
 	const char *p = l->buf;
@@ -107,7 +96,7 @@ static void test_index_corruption(void **state)
 {
 	struct gs_fs *fs = NULL;
 	uint64_t ino[5], off, off2;
-	struct lines l;
+	struct test_lines l;
 	struct nd_sbx x;
 	char name[8];
 
@@ -148,6 +137,63 @@ static void test_index_corruption(void **state)
 	/* a read-only check changes nothing: the same findings again */
 	assert_int_equal(fsck(&l) & ~GS_FSCK_FIXED, GS_FSCK_UNCORRECTED);
 	assert_true(has(&l, ino[0], "referenced twice"));
+
+	/* repair: the bad entries go, the rest stays */
+	memset(&l, 0, sizeof(l));
+	assert_int_equal(gs_fs_fsck(img, GS_FSCK_FORCE | GS_FSCK_REPAIR, test_lines_add, &l),
+			 GS_FSCK_FIXED);
+	assert_int_equal(fsck(&l), GS_FSCK_OK);
+	assert_int_equal(test_mount(&fs, img), 0);
+	for (int i = 0; i < 5; i++) {
+		uint64_t one[2] = { 1, 1 }, at[3][2] = { { 0, 0 }, { 0, 300 }, { 300, 0 } };
+		/* what each space still holds at (0,0), (0,1), (1,0) */
+		static const uint8_t want[5][3] = {
+			{ 0x5a, 0, 0x5a }, { 0x5a, 0, 0x5a }, { 0x5a, 0x5a, 0 },
+			{ 0x5a, 0x5a, 0 }, { 0x5a, 0x5a, 0x5a },
+		};
+		struct gs_nd *nd;
+
+		snprintf(name, sizeof(name), "s%d", i);
+		assert_int_equal(gs_nd_open(fs, ino[i], &nd), 0);
+		for (int k = 0; k < 3; k++) {
+			uint8_t v = 0xee;
+
+			assert_int_equal(gs_nd_read_slab(nd, at[k], one, NULL, &v, 1), 1);
+			assert_int_equal(v, want[i][k]);
+		}
+		assert_int_equal(gs_nd_close(nd), 0);
+	}
+	assert_int_equal(gs_fs_unmount(fs), 0);
+}
+
+static void test_super_corruption(void **state)
+{
+	struct gs_fs *fs = NULL;
+	struct gs_fs_statfs before, after;
+	struct test_lines l;
+	uint64_t ino, keep;
+
+	assert_int_equal(test_mount(&fs, img), 0);
+	assert_int_equal(gs_fs_statfs(fs, &before), 0);
+	ino = make_space(fs, "bad");
+	keep = make_space(fs, "good");
+	put64(fs, ino, 16, 12345);	/* ndims and flags, under the superblock crc */
+	assert_int_equal(gs_fs_unmount(fs), 0);
+
+	assert_int_equal(fsck(&l), GS_FSCK_UNCORRECTED);
+	assert_true(has(&l, ino, "superblock is corrupt"));
+	assert_false(has(&l, keep, ""));
+	memset(&l, 0, sizeof(l));
+	assert_int_equal(gs_fs_fsck(img, GS_FSCK_FORCE | GS_FSCK_REPAIR, test_lines_add, &l),
+			 GS_FSCK_FIXED);
+	assert_true(has(&l, ino, "space removed"));
+	assert_int_equal(fsck(&l), GS_FSCK_OK);
+	assert_int_equal(test_mount(&fs, img), 0);
+	assert_int_equal(gs_nd_lookup(fs, "bad", &ino), -ENOENT);
+	assert_int_equal(gs_nd_lookup(fs, "good", &ino), 0);
+	assert_int_equal(gs_fs_statfs(fs, &after), 0);
+	assert_int_equal(after.ffree + 2, before.ffree);	/* "good" and its data object */
+	assert_int_equal(gs_fs_unmount(fs), 0);
 }
 
 static int setup(void **state)
@@ -168,6 +214,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_index_corruption),
+		cmocka_unit_test(test_super_corruption),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
