@@ -14,9 +14,8 @@
  *       metadata too), then the rest, each in inode order.  An extent whose
  *       shared blocks nobody holds yet is kept by this object; an extent with
  *       a shared block someone already holds is copied whole to a new run
- *       of the same offset within 1 MiB (so runs written around the cache
- *       stay line-aligned, and a slot of an N-D space stays one run) and
- *       repointed; its blocks nobody else claims go back to the allocator.
+ *       of the same offset within 1 MiB (so line-aligned runs, such as an
+ *       N-D space's slots, stay line-aligned) and repointed; its blocks nobody else claims go back to the allocator.
  *       Without space for the copy the held blocks are punched out of this
  *       object instead (they read as zeros) and it keeps the rest.
  *   1D  shared blocks nobody held in the end (every owner moved off) are
