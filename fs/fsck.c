@@ -123,6 +123,20 @@ static int claim(struct fck *c, uint64_t ino, uint64_t blk, uint64_t len)
 	return 0;
 }
 
+/* What iget() refuses beyond the type and mode, so later passes can load it. */
+static bool bad_shape(const struct gs_fs *fs, const struct inode_m *m)
+{
+	bool inl = m->flags & GS_IFL_INLINE;
+
+	if (m->type == GS_T_DIR)
+		return m->size % fs->bs || m->size / fs->bs > UINT32_MAX;
+	if (m->type != GS_T_SYMLINK)
+		return inl;
+	/* an inline target sits behind an empty extent-tree header */
+	return !m->size || m->size >= GS_SYMLINK_MAX ||
+	       (inl && (m->size > GS_INLINE_MAX || m->xroot.h.depth || m->xroot.h.nr));
+}
+
 static int check_inode(struct fck *c, uint64_t ino, const struct gs_dinode *d)
 {
 	struct gs_fs *fs = c->fs;
@@ -141,8 +155,7 @@ static int check_inode(struct fck *c, uint64_t ino, const struct gs_dinode *d)
 		goto out;
 	fmt = ip->m.mode & S_IFMT;
 	if (ino == 0 || !fs_type(ip->m.type) || fmt != type_fmt(ip->m.type, fmt) ||
-	    ip->m.size > GS_MAX_FILE_SIZE ||
-	    (ip->m.type == GS_T_DIR && ip->m.size % fs->bs) ||
+	    ip->m.size > GS_MAX_FILE_SIZE || bad_shape(fs, &ip->m) ||
 	    (ino == GS_ROOT_INO && ip->m.type != GS_T_DIR)) {
 		fck_problem(c, c->repair, "inode %" PRIu64 ": bad type, mode or size: cleared", ino);
 		ret = clear_inode(c, ino, &ip->m);
@@ -658,33 +671,48 @@ static bool name_of(const struct gs_inode *dp, uint64_t ino, char *name)
 	return false;
 }
 
-/* Remove object @ino with its names (a type found it unusable). */
+/* Drop every name of @ino in directory @d. */
+static int unname(struct fck *c, uint64_t d, uint64_t ino, bool dir)
+{
+	struct gs_fs *fs = c->fs;
+	char name[GS_NAME_MAX + 1];
+	struct gs_inode *dp;
+	int ret = iget(fs, d, &dp);
+
+	if (ret < 0)
+		return ret == -ENOENT ? 0 : ret;
+	ret = dir_load(fs, dp);
+	while (!ret && name_of(dp, ino, name)) {
+		ret = dir_del(fs, dp, name);
+		if (!ret && dir) {
+			dp->m.nlink--;
+			c->subdirs[d]--;
+		}
+		itouch(dp, true, true);
+	}
+	if (!ret)
+		ret = iwrite(fs, dp);
+	iput(fs, dp);
+	return ret;
+}
+
+/* Remove object @ino with its names (its type found it unusable). */
 static int remove_object(struct fck *c, uint64_t ino)
 {
 	struct gs_fs *fs = c->fs;
-	struct gs_inode *ip, *dp;
+	struct gs_inode *ip;
+	bool dir;
 	int ret = iget(fs, ino, &ip);
 
 	if (ret == -ENOENT)
 		return 0;
 	if (ret < 0)
 		return ret;
-	if (c->dparent[ino] && !iget(fs, c->dparent[ino], &dp)) {
-		char name[GS_NAME_MAX + 1];
-
-		ret = dir_load(fs, dp);
-		while (!ret && name_of(dp, ino, name))
-			ret = dir_del(fs, dp, name);
-		if (!ret && ip->m.type == GS_T_DIR) {
-			dp->m.nlink--;
-			c->subdirs[dp->ino]--;
-		}
-		if (!ret) {
-			itouch(dp, true, true);
-			ret = iwrite(fs, dp);
-		}
-		iput(fs, dp);
-	}
+	dir = ip->m.type == GS_T_DIR;
+	/* one name: where the directory pass saw it; hard links: look everywhere */
+	for (uint64_t d = 1; d < fs->l.ninodes && !ret && c->links[ino]; d++)
+		if (c->itype[d] == GS_T_DIR && (c->links[ino] > 1 || d == c->dparent[ino]))
+			ret = unname(c, d, ino, dir);
 	if (!ret)
 		ret = ifree_object(fs, ip);
 	iput(fs, ip);

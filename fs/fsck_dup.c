@@ -113,20 +113,21 @@ put:
 	return ret;
 }
 
-/* A run of @len blocks at the same offset within 1 MiB as @old. */
-static int clone_alloc(struct gs_fs *fs, uint64_t old, uint64_t len, uint64_t *blk)
+/* A run of @len blocks at the same offset within 1 MiB as @old; directory
+ * blocks (@meta) where metadata goes (a pool's mirrored zone). */
+static int clone_alloc(struct gs_fs *fs, uint64_t old, uint64_t len, bool meta, uint64_t *blk)
 {
 	uint64_t align = GS_JOURNAL_ALIGN >> fs->bshift, skip = old % align, at, got;
 	int ret = -ENOSPC;
 
-	if (len + skip <= GS_EXT_MAX_LEN)
+	if (!meta && len + skip <= GS_EXT_MAX_LEN)
 		ret = alloc_reserve_aligned(fs, old, len + skip, align, &at);
 	if (!ret) {
 		if (skip)
 			alloc_unreserve(fs, at, skip);
 		at += skip;
 	} else {
-		ret = alloc_reserve(fs, old, len, false, true, &at, &got);
+		ret = alloc_reserve(fs, old, len, meta, true, &at, &got);
 		if (ret < 0)
 			return ret;
 	}
@@ -198,13 +199,14 @@ static int free_own(struct dctx *d, const struct gs_ext *e)
 static int clone_extent(struct dctx *d, struct gs_inode *ip, const struct gs_ext *e)
 {
 	struct gs_fs *fs = d->c->fs;
+	bool dir = ip->m.type == GS_T_DIR;
 	struct gs_ext x = *e;
-	int ret = clone_alloc(fs, e->pblk, e->len, &x.pblk);
+	int ret = clone_alloc(fs, e->pblk, e->len, dir, &x.pblk);
 
 	if (ret < 0)
 		return ret;
 	if (!(e->flags & GS_EXT_UNWRITTEN))
-		ret = copy_blocks(d, ip->m.type == GS_T_DIR, e->pblk, x.pblk, e->len);
+		ret = copy_blocks(d, dir, e->pblk, x.pblk, e->len);
 	if (!ret)
 		ret = xmap_remove(fs, ip, e->lblk, e->len, false);
 	if (!ret)

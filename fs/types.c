@@ -11,6 +11,8 @@
  * nobody references (a type's ops) is never linked in; registration at
  * mount would need the mount to name every type anyway.
  */
+#include <inttypes.h>
+#include <stdio.h>
 #include <sys/stat.h>
 
 #include "fs_internal.h"
@@ -47,9 +49,42 @@ static const struct fs_type_ops internal_type_ops = {
 	.ifmt = S_IFREG,
 };
 
+/* A target too long for the inode is the data of the link's one internal
+ * object: it must be there, and hold the whole target. */
+static int symlink_check(struct gs_fs *fs, uint64_t ino, const struct fs_fsck_env *env)
+{
+	uint64_t child = 0, want = 0, have = 0;
+	struct gs_inode *ip;
+	char msg[160];
+	int ret;
+
+	pthread_mutex_lock(&fs->ns);
+	ret = iget(fs, ino, &ip);
+	if (!ret) {
+		if (!(ip->m.flags & GS_IFL_INLINE)) {
+			child = ip->m.child_head;
+			want = ip->m.size;
+		}
+		iput(fs, ip);
+	}
+	if (!ret && child && child < env->ninodes && env->itype[child] == GS_T_INTERNAL &&
+	    !iget(fs, child, &ip)) {
+		have = ip->m.size;
+		iput(fs, ip);
+	}
+	pthread_mutex_unlock(&fs->ns);
+	if (ret < 0 || have >= want)
+		return ret < 0 ? ret : FS_FSCK_OBJ_OK;
+	snprintf(msg, sizeof(msg), "symlink %" PRIu64 ": its %" PRIu64 "-byte target is %s%s",
+		 ino, want, child ? "cut short" : "gone", env->repair ? ": link removed" : "");
+	env->problem(env, env->repair, msg);
+	return FS_FSCK_OBJ_CLEAR;
+}
+
 static const struct fs_type_ops symlink_type_ops = {
-	.name = "symlink",	/* its target is its data: the core checks it as such */
+	.name = "symlink",
 	.ifmt = S_IFLNK,
+	.check = symlink_check,
 };
 
 static const struct fs_type_ops special_type_ops = {

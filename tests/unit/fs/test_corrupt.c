@@ -792,6 +792,61 @@ static void test_root_and_names_destroyed(void **state)
 	assert_int_equal(gs_fs_unmount(fs), 0);
 }
 
+/* Symlinks (inline and long), hard links, special files: clean as made; a
+ * long link whose target object is destroyed goes with all its names; a
+ * hard-linked file that loses a name gets its link count put right. */
+static void test_posix_kinds(void **state)
+{
+	char target[300], buf[300];
+	struct gs_fs *fs;
+	struct gs_stat arr, d2, st, sl, hl;
+	struct gs_dinode d;
+
+	memset(target, 't', sizeof(target) - 1);
+	target[sizeof(target) - 1] = 0;
+	assert_int_equal(mount_img(&fs), 0);
+	assert_int_equal(gs_fs_lookup(fs, GS_ROOT_INO, "arrays", &arr), 0);
+	assert_int_equal(gs_fs_create(fs, GS_ROOT_INO, "d2", GS_T_DIR, 0755, 0, 0, &d2), 0);
+	assert_int_equal(gs_fs_symlink(fs, arr.ino, "short", "f3", 0, 0, &st), 0);
+	assert_int_equal(gs_fs_symlink(fs, arr.ino, "long", target, 0, 0, &sl), 0);
+	assert_int_equal(gs_fs_link(fs, sl.ino, d2.ino, "long2", &st), 0);
+	assert_int_equal(gs_fs_link(fs, ino_of(fs, "f5"), d2.ino, "f5b", &hl), 0);
+	assert_int_equal(gs_fs_mknod(fs, arr.ino, "fifo", S_IFIFO | 0644, 0, 0, 0, &st), 0);
+	assert_int_equal(gs_fs_unmount(fs), 0);
+	assert_int_equal(fsck(0), GS_FSCK_OK);
+
+	/* the long link's target object: gone */
+	dinode_io(sl.ino, &d, false);
+	assert_true(le64toh(d.child_head) != 0);
+	{
+		uint64_t child = le64toh(d.child_head);
+
+		memset(&d, 0, sizeof(d));
+		dinode_io(child, &d, true);
+	}
+	/* d2's block: gone, so f5 keeps one name of two */
+	dinode_io(d2.ino, &d, false);
+	{
+		uint8_t blk[65536] = { 0 };
+
+		rw_block(le64toh(((struct gs_dextent *)d.xroot.e)->pblk), blk, true);
+	}
+	assert_int_equal(fsck(0), GS_FSCK_UNCORRECTED);
+	assert_int_equal(fsck(GS_FSCK_REPAIR), GS_FSCK_FIXED);
+	assert_int_equal(fsck(0), GS_FSCK_OK);
+	assert_int_equal(mount_img(&fs), 0);
+	assert_int_equal(gs_fs_lookup(fs, arr.ino, "long", &st), -ENOENT);
+	assert_int_equal(gs_fs_lookup(fs, arr.ino, "short", &st), 0);
+	assert_int_equal(gs_fs_readlink(fs, st.ino, buf, sizeof(buf)), 2);
+	assert_memory_equal(buf, "f3", 2);
+	assert_int_equal(gs_fs_lookup(fs, arr.ino, "fifo", &st), 0);
+	assert_int_equal(st.mode & S_IFMT, S_IFIFO);
+	assert_int_equal(gs_fs_lookup(fs, arr.ino, "f5", &st), 0);
+	assert_int_equal(st.nlink, 1);
+	expect_all(fs);
+	assert_int_equal(gs_fs_unmount(fs), 0);
+}
+
 /* Every enum gs_obj_type has its ops in fs_types[] (fs/types.c). */
 static void test_type_table(void **state)
 {
@@ -822,6 +877,7 @@ int main(void)
 		cmocka_unit_test_setup(test_multiply_claimed_full, fresh),
 		cmocka_unit_test_setup(test_root_destroyed, fresh),
 		cmocka_unit_test_setup(test_root_and_names_destroyed, fresh),
+		cmocka_unit_test_setup(test_posix_kinds, fresh),
 		cmocka_unit_test(test_type_table),
 		cmocka_unit_test_setup(test_journal_replay, fresh),
 		cmocka_unit_test_setup(test_journal_corrupt, fresh),
