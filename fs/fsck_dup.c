@@ -13,9 +13,8 @@
  *   1C  the listed objects, directories first (their blocks are
  *       metadata too), then the rest, each in inode order.  An extent whose
  *       shared blocks nobody holds yet is kept by this object; an extent with
- *       a shared block someone already holds is copied whole to a new run
- *       of the same offset within 1 MiB (so line-aligned runs, such as an
- *       N-D space's slots, stay line-aligned) and repointed; its blocks nobody else claims go back to the allocator.
+ *       a shared block someone already holds is copied whole to one new run
+ *       and repointed; its blocks nobody else claims go back to the allocator.
  *       Without space for the copy the held blocks are punched out of this
  *       object instead (they read as zeros) and it keeps the rest.
  *   1D  shared blocks nobody held in the end (every owner moved off) are
@@ -113,24 +112,15 @@ put:
 	return ret;
 }
 
-/* A run of @len blocks at the same offset within 1 MiB as @old; directory
- * blocks (@meta) where metadata goes (a pool's mirrored zone). */
+/* One run of @len blocks near @old; directory blocks (@meta) where metadata
+ * goes (a pool's mirrored zone).  One run: the copy keeps the extent's shape. */
 static int clone_alloc(struct gs_fs *fs, uint64_t old, uint64_t len, bool meta, uint64_t *blk)
 {
-	uint64_t align = GS_JOURNAL_ALIGN >> fs->bshift, skip = old % align, at, got;
-	int ret = -ENOSPC;
+	uint64_t at, got;
+	int ret = alloc_reserve(fs, old, len, meta, true, &at, &got);
 
-	if (!meta && len + skip <= GS_EXT_MAX_LEN)
-		ret = alloc_reserve_aligned(fs, old, len + skip, align, &at);
-	if (!ret) {
-		if (skip)
-			alloc_unreserve(fs, at, skip);
-		at += skip;
-	} else {
-		ret = alloc_reserve(fs, old, len, meta, true, &at, &got);
-		if (ret < 0)
-			return ret;
-	}
+	if (ret < 0)
+		return ret;
 	ret = alloc_commit(fs, at, len);
 	if (ret < 0) {
 		alloc_unreserve(fs, at, len);
