@@ -58,6 +58,15 @@ struct gs_bdev {
 	struct gs_q_geom geom;
 	pthread_mutex_t lock;		/* superblock updates, replace */
 	uint64_t rebuild_done, rebuild_total;	/* shared: progress of a replace */
+	/*
+	 * Member queues are swapped (replace) under qlock held for writing;
+	 * everything that sends to them holds it for reading.  Pieces count
+	 * themselves in cnt[epoch parity]: after a swap (epoch + 1) the old
+	 * queue is closed once the old parity's count is 0.
+	 */
+	pthread_rwlock_t qlock;
+	uint32_t epoch;
+	uint64_t cnt[2];		/* shared: pieces in flight per epoch parity */
 	int rebuilding;			/* shared: member being rebuilt, -1: none */
 	struct gs_q *rq;		/* its new device while it is */
 	int rb_err;			/* shared: a write to rq failed */
@@ -82,6 +91,7 @@ struct piece {
 	struct seg *s;		/* NULL: a flush */
 	uint32_t k, member;
 	int rb;			/* a write or flush to the member being rebuilt */
+	uint32_t ep;		/* epoch parity it counts in */
 	int64_t res;
 	struct piece *next;
 };
@@ -394,6 +404,7 @@ static void pool_free(struct gs_bdev *bd)
 
 	for (i = 0; i < GS_POOL_MAX_MEMBERS; i++)
 		gs_q_close(bd->m[i].q);
+	pthread_rwlock_destroy(&bd->qlock);
 	pthread_mutex_destroy(&bd->lock);
 	free(bd);
 }
@@ -412,6 +423,15 @@ static int pool_open(struct gs_bdev **bdp, const struct gs_q_params *p)
 	if (!bd)
 		return -ENOMEM;
 	pthread_mutex_init(&bd->lock, NULL);
+	{
+		pthread_rwlockattr_t ra;
+
+		/* a replace's swap must not starve behind a stream of readers */
+		pthread_rwlockattr_init(&ra);
+		pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+		pthread_rwlock_init(&bd->qlock, &ra);
+		pthread_rwlockattr_destroy(&ra);
+	}
 	bd->rebuilding = -1;
 	bd->rdonly = !!(p->flags & GS_Q_RDONLY);
 	/* "pool:A:B:C" names the members; plain "pool" starts from the path's hints */
@@ -592,6 +612,8 @@ static void piece_done(struct gs_q_io *io, int64_t res)
 	uint64_t one = 1;
 
 	pc->res = res;
+	/* release: the member queue is done with the piece (replace waits for this) */
+	__atomic_sub_fetch(&q->bd->cnt[pc->ep], 1, __ATOMIC_RELEASE);
 	pc->next = __atomic_load_n(&q->ready, __ATOMIC_RELAXED);
 	/* release: res before the piece is seen; seq_cst orders it before "sleeping" */
 	while (!__atomic_compare_exchange_n(&q->ready, &pc->next, pc, 1, __ATOMIC_SEQ_CST,
@@ -644,10 +666,14 @@ static int send(struct gs_bq *q, struct pbio *pb, struct seg *s, uint32_t k, uin
 	pc->k = k;
 	pc->member = m;
 	pc->rb = dst != NULL;
+	/* qlock is held for reading: the epoch and the member queues stay put */
+	pc->ep = q->bd->epoch & 1;
 	io = &pc->io;
 	pb->left++;
+	__atomic_add_fetch(&q->bd->cnt[pc->ep], 1, __ATOMIC_RELAXED);
 	ret = gs_q_submit(dst ? dst : q->bd->m[m].q, &io, 1);
 	if (ret < 0) {
+		__atomic_sub_fetch(&q->bd->cnt[pc->ep], 1, __ATOMIC_RELEASE);
 		pb->left--;
 		free(pc);
 		return ret;
@@ -734,6 +760,7 @@ static int pool_submit(struct gs_bq *q, struct gs_bio **ios, unsigned n)
 	struct gs_bdev *bd = q->bd;
 	unsigned i, j;
 
+	pthread_rwlock_rdlock(&bd->qlock);
 	for (i = 0; i < n; i++) {
 		struct gs_bio *b = ios[i];
 		struct pbio *pb = b->op == GS_OP_FLUSH ? calloc(1, sizeof(*pb)) : split(bd, b);
@@ -767,6 +794,7 @@ static int pool_submit(struct gs_bq *q, struct gs_bio **ios, unsigned n)
 		if (!--pb->left)
 			finish(q, pb);
 	}
+	pthread_rwlock_unlock(&bd->qlock);
 	return (int)n;
 }
 
@@ -816,9 +844,14 @@ static int pool_reap(struct gs_bq *q, struct gs_bio **done, int64_t *res, unsign
 	struct piece *pc = __atomic_exchange_n(&q->ready, NULL, __ATOMIC_ACQUIRE), *next;
 	unsigned n = 0;
 
-	for (; pc; pc = next) {
-		next = pc->next;
-		piece_reaped(q, pc);
+	if (pc) {
+		/* retries send to members */
+		pthread_rwlock_rdlock(&q->bd->qlock);
+		for (; pc; pc = next) {
+			next = pc->next;
+			piece_reaped(q, pc);
+		}
+		pthread_rwlock_unlock(&q->bd->qlock);
 	}
 	while (n < max && q->ndone) {
 		q->ndone--;
@@ -865,7 +898,19 @@ static int pool_wait(struct gs_bq *q, int64_t timeout_us)
 }
 
 /* Reads on the caller's thread: each segment from its first healthy copy. */
+static int64_t read_sync_locked(struct gs_bdev *bd, void *buf, size_t len, uint64_t off);
+
 static int64_t pool_read_sync(struct gs_bdev *bd, void *buf, size_t len, uint64_t off)
+{
+	int64_t r;
+
+	pthread_rwlock_rdlock(&bd->qlock);
+	r = read_sync_locked(bd, buf, len, off);
+	pthread_rwlock_unlock(&bd->qlock);
+	return r;
+}
+
+static int64_t read_sync_locked(struct gs_bdev *bd, void *buf, size_t len, uint64_t off)
 {
 	uint64_t o = off, l = len;
 
@@ -1154,6 +1199,42 @@ static void progress_add(struct gs_bdev *bd, uint64_t n, gs_pool_progress fn, vo
 		fn(arg, d, bd->rebuild_total);
 }
 
+#define REBUILD_BATCH	16	/* stripe units copied per stop of the pool's I/O */
+
+/* With qlock held for writing: wait until no piece sent before is in a member queue. */
+static void quiesce(struct gs_bdev *bd)
+{
+	uint32_t ep = bd->epoch & 1;
+
+	bd->epoch++;
+	/* acquire: pairs with piece_done's release */
+	while (__atomic_load_n(&bd->cnt[ep], __ATOMIC_ACQUIRE))
+		usleep(20);
+}
+
+/* Copy member @index's stripe unit at @phys to @nq (qlock held for writing). */
+static int rebuild_unit(struct gs_bdev *bd, unsigned index, struct gs_q *nq, char *buf,
+			uint64_t phys)
+{
+	uint64_t off;
+	ssize_t r = -EIO;
+
+	if (gs_pool_reverse(&bd->geo, index, phys, &off))
+		return 0;	/* a slot past the last unit: unused */
+	/* the old member while it reads (it may hold the only copy), else another copy */
+	if (member_ok(bd, index) && bd->m[index].q)
+		r = gs_q_pread_sync(bd->m[index].q, buf, bd->geo.su, phys);
+	if (r != (ssize_t)bd->geo.su)
+		r = read_sync_locked(bd, buf, bd->geo.su, off);
+	if (r == (ssize_t)bd->geo.su)
+		r = gs_q_pwrite(nq, buf, bd->geo.su, phys);
+	if (r == (ssize_t)bd->geo.su)
+		return 0;
+	gs_err("pool: rebuilding member %u at logical byte %llu: %s", index,
+	       (unsigned long long)off, strerror(r < 0 ? (int)-r : EIO));
+	return r < 0 ? (int)r : -EIO;
+}
+
 /*
  * Rebuild: copy every used stripe unit of member @index's rows to the new
  * device at the same place: from the old member while it still reads, else
@@ -1203,9 +1284,9 @@ int gs_q_pool_replace(struct gs_q *q, unsigned index, const char *newpath,
 		gs_q_close(nq);
 		return ret;
 	}
-	pthread_mutex_lock(&bd->lock);
+	pthread_rwlock_wrlock(&bd->qlock);
 	if (bd->rebuilding >= 0) {
-		pthread_mutex_unlock(&bd->lock);
+		pthread_rwlock_unlock(&bd->qlock);
 		gs_q_close(nq);
 		free(buf);
 		return -EBUSY;
@@ -1214,35 +1295,31 @@ int gs_q_pool_replace(struct gs_q *q, unsigned index, const char *newpath,
 	bd->rb_err = 0;
 	bd->rebuild_total = (bd->geo.zone.rows + bd->geo.data.rows) * bd->geo.su;
 	__atomic_store_n(&bd->rebuild_done, 0, __ATOMIC_RELAXED);
-	/* release: rq before the index that makes writers use it */
 	__atomic_store_n(&bd->rebuilding, (int)index, __ATOMIC_RELEASE);
-	pthread_mutex_unlock(&bd->lock);
+	pthread_rwlock_unlock(&bd->qlock);
 
 	for (a = 0; a < 2 && !ret; a++) {
 		const struct gs_pool_area *ar = areas[a];
 
-		for (uint64_t row = 0; row < ar->rows && !ret; row++) {
-			uint64_t phys = ar->pbase + row * bd->geo.su, off;
-			ssize_t r = -EIO;
-
-			if (!gs_pool_reverse(&bd->geo, index, phys, &off)) {
-				if (member_ok(bd, index) && bd->m[index].q)
-					r = gs_q_pread_sync(bd->m[index].q, buf, bd->geo.su, phys);
-				if (r != (ssize_t)bd->geo.su)
-					r = gs_q_pread_sync(q, buf, bd->geo.su, off);
-				if (r == (ssize_t)bd->geo.su)
-					r = gs_q_pwrite(nq, buf, bd->geo.su, phys);
-				if (r != (ssize_t)bd->geo.su) {
-					ret = r < 0 ? (int)r : -EIO;
-					gs_err("pool: rebuilding member %u at logical byte %llu: %s",
-					       index, (unsigned long long)off, strerror(-ret));
-				}
-			}
-			progress_add(bd, bd->geo.su, progress, arg);
+		for (uint64_t row = 0; row < ar->rows && !ret; row += REBUILD_BATCH) {
+			/*
+			 * A batch of rows is copied with every other I/O of the pool
+			 * stopped and drained: a write racing the copy could otherwise
+			 * land on the new device before the copy's older bytes.
+			 */
+			pthread_rwlock_wrlock(&bd->qlock);
+			quiesce(bd);
+			for (uint64_t b = row; b < row + REBUILD_BATCH && b < ar->rows && !ret; b++)
+				ret = rebuild_unit(bd, index, nq, buf, ar->pbase + b * bd->geo.su);
+			pthread_rwlock_unlock(&bd->qlock);
+			progress_add(bd, (row + REBUILD_BATCH <= ar->rows ? REBUILD_BATCH :
+					  ar->rows - row) * bd->geo.su, progress, arg);
 		}
 	}
 	if (!ret)
 		ret = gs_q_flush(nq);
+	pthread_rwlock_wrlock(&bd->qlock);
+	quiesce(bd);	/* every write to nq has completed: rb_err is final */
 	if (!ret)
 		ret = __atomic_load_n(&bd->rb_err, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&bd->lock);
@@ -1268,7 +1345,8 @@ int gs_q_pool_replace(struct gs_q *q, unsigned index, const char *newpath,
 	__atomic_store_n(&bd->rebuilding, -1, __ATOMIC_RELEASE);
 	bd->rq = NULL;
 	pthread_mutex_unlock(&bd->lock);
-	/* a pool poller may still hold a piece for the old queue: members drain on close */
+	pthread_rwlock_unlock(&bd->qlock);
+	/* drained above: no piece refers to the queue closed here (old, or nq on failure) */
 	gs_q_close(nq);
 	free(buf);
 	return ret;
@@ -1301,6 +1379,8 @@ int64_t gs_q_pool_verify(struct gs_q *q, unsigned flags, gs_pool_progress progre
 			uint32_t m, k, have = 0;
 			uint64_t phys;
 
+			/* per unit, so a replace waiting for the lock is not held up long */
+			pthread_rwlock_rdlock(&bd->qlock);
 			for (k = 0; k < ar->copies; k++) {
 				char *dst = have ? ak : a0;
 				ssize_t r;
@@ -1329,6 +1409,7 @@ int64_t gs_q_pool_verify(struct gs_q *q, unsigned flags, gs_pool_progress progre
 					}
 				}
 			}
+			pthread_rwlock_unlock(&bd->qlock);
 			done += bd->geo.su;
 			if (progress)
 				progress(arg, done, total);

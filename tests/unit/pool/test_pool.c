@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <pthread.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -477,6 +478,116 @@ static void test_bad_members(void **state)
 	}
 }
 
+/* ---- replace while the pool is in use ---- */
+
+#define OBLK	(4u * 1024)
+#define ONBLK	512u		/* 2 MiB of the data area, written at random */
+
+struct writer {
+	struct gs_q *q;
+	uint32_t gen[ONBLK];	/* last generation written to each block */
+	int stop, err;
+	unsigned long writes;
+};
+
+static void *writer_run(void *arg)
+{
+	struct writer *w = arg;
+	char *b = aligned_alloc(4096, OBLK);
+	uint64_t x = 88172645463325252ull;
+
+	while (!__atomic_load_n(&w->stop, __ATOMIC_ACQUIRE)) {
+		uint32_t i;
+
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		i = (uint32_t)(x % ONBLK);
+		fill(b, OBLK, (uint64_t)i * 1000003u + w->gen[i] + 1);
+		if (gs_q_pwrite(w->q, b, OBLK, 2 * MB + (uint64_t)i * OBLK) != OBLK) {
+			w->err = 1;
+			break;
+		}
+		w->gen[i]++;
+		w->writes++;
+	}
+	free(b);
+	return NULL;
+}
+
+static void check_writer(struct writer *w)
+{
+	char *b = aligned_alloc(4096, OBLK), *e = aligned_alloc(4096, OBLK);
+
+	for (uint32_t i = 0; i < ONBLK; i++) {
+		if (!w->gen[i])
+			continue;
+		fill(e, OBLK, (uint64_t)i * 1000003u + w->gen[i]);
+		assert_int_equal(gs_q_pread(w->q, b, OBLK, 2 * MB + (uint64_t)i * OBLK), OBLK);
+		assert_memory_equal(b, e, OBLK);
+	}
+	free(b);
+	free(e);
+}
+
+static void online_replace(const char *layout, unsigned n, int fail_first)
+{
+	struct writer *w = calloc(1, sizeof(*w));
+	char np[320], info[4096];
+	pthread_t th;
+	int fd;
+
+	create(n, layout);
+	w->q = open_pool("");
+	assert_non_null(w->q);
+	if (fail_first) {
+		char *b = aligned_alloc(4096, 64 * 1024);
+
+		assert_int_equal(gs_q_fault(w->q, "m1:every=1"), 0);
+		memset(b, 0, 64 * 1024);
+		for (int i = 0; i < 8; i++)	/* some unit lands on member 1 */
+			assert_int_equal(gs_q_pwrite(w->q, b, 64 * 1024, 2 * MB + i * 64 * 1024),
+					 64 * 1024);
+		gs_q_pool_info(w->q, info, sizeof(info));
+		assert_non_null(strstr(info, "pool_state: degraded"));
+		free(b);
+	}
+	snprintf(np, sizeof(np), "%s/new", dir);
+	fd = open(np, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, MEMBER), 0);
+	close(fd);
+	assert_int_equal(pthread_create(&th, NULL, writer_run, w), 0);
+	usleep(20000);
+	assert_int_equal(gs_q_pool_replace(w->q, 1, np, NULL, NULL), 0);
+	usleep(20000);
+	__atomic_store_n(&w->stop, 1, __ATOMIC_RELEASE);
+	pthread_join(th, NULL);
+	assert_int_equal(w->err, 0);
+	assert_true(w->writes > 0);
+	gs_q_pool_info(w->q, info, sizeof(info));
+	assert_non_null(strstr(info, "pool_state: ok"));
+	/* every copy equal (a write racing the copy would leave the new one stale) */
+	assert_int_equal(gs_q_pool_verify(w->q, 0, NULL, NULL), 0);
+	check_writer(w);
+	gs_q_close(w->q);
+	/* and from the new member after a reopen, the old one gone */
+	unlink(paths[1]);
+	w->q = open_pool(NULL);
+	assert_non_null(w->q);
+	check_writer(w);
+	gs_q_close(w->q);
+	free(w);
+}
+
+static void test_online_replace(void **state)
+{
+	(void)state;
+	online_replace("stripe+mirror", 3, 1);	/* a failed member, rebuilt from copies */
+	online_replace("stripe", 2, 0);		/* a healthy member, copied from itself */
+	online_replace("mirror", 2, 0);
+}
+
 /* The device model holds each completion until the model's time (a lower bound only). */
 static void test_model(void **state)
 {
@@ -512,6 +623,7 @@ int main(void)
 		cmocka_unit_test(test_degraded),
 		cmocka_unit_test(test_bad_members),
 		cmocka_unit_test(test_model),
+		cmocka_unit_test(test_online_replace),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
