@@ -809,6 +809,13 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		n = gs_fs_write(gf->fs, ino, buf, size, (uint64_t)off);
 		if (n > 0 && !fi->writepage)
 			kill_priv(req, ino, 0);
+		/* The kernel drops the written range's pages after a direct write,
+		 * but not after an asynchronous one (its completion does not):
+		 * pages a buffered reader filled meanwhile would stay stale
+		 * (xfstests generic/451).  An O_DIRECT writer holds no page
+		 * locks, so this cannot wait on the request it serves. */
+		if (n > 0 && (fi->flags & O_DIRECT) && !fi->writepage)
+			fuse_lowlevel_notify_inval_inode(gf->se, ino, off, n);
 	}
 	if (n < 0)
 		return reply_status(req, (int)n);
