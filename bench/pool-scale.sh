@@ -47,3 +47,4 @@ for n in $MEMBERS; do
 		"$(awk -v a="$bw" -v b="$base_bw" 'BEGIN { print a / b }')"
 done
 rm -f "$DIR"/m*
+rmdir "$DIR" 2>/dev/null || true
