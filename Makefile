@@ -93,7 +93,7 @@ ITEST_BINS := $(ITEST_SRCS:%.c=$(B)/%)
 
 # CUDA: every .cu compiles (sm_90) wherever nvcc exists, GPU or not; the library's
 # (gpuq/cuda/*.cu) also form libgstore_cuda.a, linked by CUDA programs with -lgstore
-CU_SRCS := $(shell find . -name '*.cu' -not -path './build*' -not -path './.gpudeps/*' 2>/dev/null)
+CU_SRCS := $(shell find . -name '*.cu' -not -path './build*' -not -path './.*' 2>/dev/null)
 CU_OBJS := $(CU_SRCS:./%.cu=$(B)/cuda/%.o)
 CU_LIB_OBJS := $(patsubst %.cu,$(B)/cuda/%.o,$(sort $(wildcard gpuq/cuda/*.cu)))
 CUDA_LIB := $(B)/libgstore_cuda.a

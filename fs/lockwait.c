@@ -27,6 +27,8 @@
 #define WAIT_STALL_S	60	/* the holder did no I/O this long: it is not finishing */
 #define WAIT_BLIND_S	60	/* holder or its counters unknown: wait this long at most */
 #define WAIT_SAY_S	5	/* a line on progress this often */
+#define WAIT_QUIET_S	1	/* a wait shorter than this says nothing (a just-unmounted
+				 * daemon usually lets go within it; scripts compare output) */
 #define WAIT_POLL_MS	100	/* how soon a release is noticed */
 
 /* mountinfo escapes blanks, tabs, newlines and backslashes as \ooo */
@@ -186,10 +188,8 @@ static int lock_wait(int fd, const char *path, int how)
 	if (fstat(fd, &st) < 0)
 		return -errno;
 	holder_read(&h, &st);
-	gs_warn("%s is in use by %s (pid %d), not mounted: waiting for it to finish "
-		"(%s)", path, h.pid ? h.comm : "another process", h.pid,
-		h.io_known ? "while it does I/O" : "a minute at most");
-	said = moved = t0;
+	said = 0;
+	moved = t0;
 	last_io = h.io;
 	w0 = h.written;
 	for (;;) {
@@ -220,14 +220,20 @@ static int lock_wait(int fd, const char *path, int how)
 			       h.io_known ? "no I/O lately" : "its progress cannot be seen");
 			return -EBUSY;
 		}
-		if (now - said >= WAIT_SAY_S) {
+		if (!said && now - t0 >= WAIT_QUIET_S) {
+			gs_warn("%s is in use by %s (pid %d), not mounted: waiting for it to "
+				"finish (%s)", path, h.pid ? h.comm : "another process", h.pid,
+				h.io_known ? "while it does I/O" : "a minute at most");
+			said = now;
+		} else if (said && now - said >= WAIT_SAY_S) {
 			gs_warn("still waiting for %s (pid %d) to release %s: %.0f s, %"
 				PRIu64 " MiB written meanwhile", h.comm, h.pid, path, now - t0,
 				(h.written - w0) >> 20);
 			said = now;
 		}
 	}
-	gs_warn("%s released after %.1f s", path, mono_s() - t0);
+	if (said)
+		gs_warn("%s released after %.1f s", path, mono_s() - t0);
 	return 0;
 }
 
