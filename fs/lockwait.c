@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "fs_internal.h"
+#include "mountinfo.h"
 
 #define WAIT_STALL_S	60	/* the holder did no I/O this long: it is not finishing */
 #define WAIT_BLIND_S	60	/* holder or its counters unknown: wait this long at most */
@@ -30,23 +31,6 @@
 #define WAIT_QUIET_S	1	/* a wait shorter than this says nothing (a just-unmounted
 				 * daemon usually lets go within it; scripts compare output) */
 #define WAIT_POLL_MS	100	/* how soon a release is noticed */
-
-/* mountinfo escapes blanks, tabs, newlines and backslashes as \ooo */
-static void unescape(char *s)
-{
-	char *d = s;
-
-	for (; *s; s++) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
-		    s[3] >= '0' && s[3] <= '7') {
-			*d++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
-			s += 3;
-		} else {
-			*d++ = *s;
-		}
-	}
-	*d = 0;
-}
 
 char *gs_fs_find_mount(const char *image)
 {
@@ -74,8 +58,8 @@ char *gs_fs_find_mount(const char *image)
 		src = strtok_r(NULL, " ", &save);
 		if (!type || !src || strcmp(type, "fuse.gstorefs"))
 			continue;
-		unescape(src);
-		unescape(mnt);
+		gs_mountinfo_unescape(src);
+		gs_mountinfo_unescape(mnt);
 		if (!strcmp(src, path))
 			found = strdup(mnt);
 	}

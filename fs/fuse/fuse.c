@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "fuse_internal.h"
+#include "mountinfo.h"
 
 #define MAX_IO		(1u << 20)	/* max_write, and the read buffer size */
 
@@ -1286,23 +1287,6 @@ void gs_fuse_destroy(struct gs_fuse *gf)
 	free(gf);
 }
 
-/* Undo mountinfo's octal escapes (space, tab, newline, backslash) in place. */
-static void unescape(char *s)
-{
-	char *d = s;
-
-	for (; *s; s++) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
-		    s[3] >= '0' && s[3] <= '7') {
-			*d++ = (char)((s[1] - '0') << 6 | (s[2] - '0') << 3 | (s[3] - '0'));
-			s += 3;
-		} else {
-			*d++ = *s;
-		}
-	}
-	*d = 0;
-}
-
 /*
  * The mount's device number from /proc/self/mountinfo: stat(2) on the mount
  * point would wait for FUSE_INIT, which only the session loop answers.  The
@@ -1327,7 +1311,7 @@ static int mount_dev(const char *mnt, unsigned *maj, unsigned *min)
 		if (!sep || strncmp(sep, " - fuse", 7) ||
 		    sscanf(line, "%*u %*u %u:%u %*s %4096s", &a, &b, mp) != 3)
 			continue;
-		unescape(mp);
+		gs_mountinfo_unescape(mp);
 		if (!strcmp(mp, path)) {
 			*maj = a;
 			*min = b;
