@@ -390,17 +390,17 @@ GS_HD void gs_spin_backoff(unsigned *n)
 /* Device scope is system scope on the CPU. */
 GS_HD uint64_t gs_d_load_acq(uint64_t *p)
 {
-	return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+	return gs_load_acq64(p);
 }
 
 GS_HD uint64_t gs_d_load_rlx(uint64_t *p)
 {
-	return __atomic_load_n(p, __ATOMIC_RELAXED);
+	return gs_load_rlx64(p);
 }
 
 GS_HD void gs_d_store_rel(uint64_t *p, uint64_t v)
 {
-	__atomic_store_n(p, v, __ATOMIC_RELEASE);
+	gs_store_rel64(p, v);
 }
 
 GS_HD void gs_d_store_rlx(uint64_t *p, uint64_t v)
@@ -410,7 +410,7 @@ GS_HD void gs_d_store_rlx(uint64_t *p, uint64_t v)
 
 GS_HD uint64_t gs_d_faa(uint64_t *p, uint64_t v)
 {
-	return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+	return gs_faa64(p, v);
 }
 
 GS_HD int gs_d_cas(uint64_t *p, uint64_t *exp, uint64_t des)
@@ -435,17 +435,17 @@ GS_HD uint64_t gs_d_max(uint64_t *p, uint64_t v)
 
 GS_HD uint32_t gs_d32_load_acq(uint32_t *p)
 {
-	return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+	return gs_load_acq32(p);
 }
 
 GS_HD uint32_t gs_d32_load_rlx(uint32_t *p)
 {
-	return __atomic_load_n(p, __ATOMIC_RELAXED);
+	return gs_load_rlx32(p);
 }
 
 GS_HD void gs_d32_store_rlx(uint32_t *p, uint32_t v)
 {
-	__atomic_store_n(p, v, __ATOMIC_RELAXED);
+	gs_store_rlx32(p, v);
 }
 
 GS_HD uint32_t gs_d32_faa_acq(uint32_t *p, uint32_t v)
