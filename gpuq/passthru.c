@@ -38,6 +38,7 @@ struct gs_bq {
 	struct gs_bdev *bd;
 	int wake_fd;
 	int wake_armed;
+	int woken;		/* a wake was reaped since the last wait (uring.c) */
 	uint64_t wake_val;
 	uint32_t inflight, depth;
 };
@@ -222,6 +223,7 @@ static int pt_reap(struct gs_bq *q, struct gs_bio **done, int64_t *res, unsigned
 		io_uring_cqe_seen(&q->ring, cqe);
 		if (tag == WAKE_TAG) {
 			q->wake_armed = 0;
+			q->woken = 1;
 			continue;
 		}
 		done[n] = (struct gs_bio *)(uintptr_t)tag;
@@ -252,6 +254,12 @@ static int pt_wait(struct gs_bq *q, int64_t timeout_us)
 			io_uring_sqe_set_data64(sqe, WAKE_TAG);
 			q->wake_armed = 1;
 		}
+	}
+	/* a wake reaped before this wait must not be slept through (uring.c) */
+	if (q->woken) {
+		q->woken = 0;
+		io_uring_submit(&q->ring);
+		return 0;
 	}
 	if (timeout_us >= 0) {
 		ts.tv_sec = timeout_us / 1000000;

@@ -897,6 +897,8 @@ static void poller_join(struct poller *p)
 		}
 		if (pthread_timedjoin_np(p->th, NULL, &ts) != ETIMEDOUT)
 			return;
+		/* a backstop: a poller that slept through its stop is a lost wake */
+		gs_warn("poller %u: not stopped after 50 ms, woken again", p->idx);
 		gs_poller_wake(p);
 	}
 }

@@ -60,6 +60,7 @@ struct gs_bq {
 	struct gs_bdev *bd;
 	int wake_fd;
 	int wake_armed;
+	int woken;		/* a wake was reaped since the last wait */
 	uint64_t wake_val;
 	int fixed_file;
 	int fixed_bufs;
@@ -448,6 +449,7 @@ static int uring_reap(struct gs_bq *q, struct gs_bio **done, int64_t *res, unsig
 
 			if (ud == WAKE_TAG) {
 				q->wake_armed = 0;
+				q->woken = 1;
 				continue;
 			}
 			if (uring_test_eagain && ++q->ncqe % uring_test_eagain == 0 &&
@@ -497,7 +499,14 @@ static int uring_wait_nr(struct gs_bq *q, unsigned nr, int64_t timeout_us)
 			q->wake_armed = 1;
 		}
 	}
-	if (io_uring_cq_ready(&q->ring)) {
+	/*
+	 * A wake reaped since the last wait was meant for a decision the
+	 * caller made before reaping it (a stop flag loaded before the reap,
+	 * a ring checked before a producer's kick): the eventfd is drained now,
+	 * so sleeping would lose it.  Return and let the caller look again.
+	 */
+	if (q->woken || io_uring_cq_ready(&q->ring)) {
+		q->woken = 0;
 		io_uring_submit(&q->ring);
 		return 0;
 	}

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include <pthread.h>
+#include <sys/eventfd.h>
 
 /* the backend under test, for its test hooks (uring_test_chunk/_eagain) */
 #include "gpuq/uring.c"
@@ -684,6 +685,87 @@ static void test_eof_short_read(void **state)
 	gs_q_close(q);
 }
 
+/*
+ * A kick (eventfd write) whose completion is reaped before the poller
+ * decides to sleep must not be slept through: the poller loaded its stop
+ * flag (or checked its rings) before that reap, so the next wait has to
+ * return by itself and let it look again.  Before the fix that wait slept
+ * until the next kick (gs_q_close hung in a stopping poller).  The ring is
+ * SINGLE_ISSUER: everything runs on one thread, watched from the test's.
+ */
+struct waiter {
+	struct gs_bdev *bd;
+	int efd;
+	int step;		/* atomic: 1 armed, 2 kicked, 3 about to sleep */
+	int ret;
+};
+
+static void *wake_thread(void *arg)
+{
+	struct waiter *w = arg;
+	struct gs_bio *done[4];
+	int64_t res[4];
+	struct gs_bq *bq;
+	int i;
+
+	w->ret = uring_queue_create(w->bd, 8, w->efd, &bq);
+	if (w->ret)
+		goto out;
+	uring_wait(bq, 0);	/* arms the wake read: -ETIME, or 0 at once */
+	__atomic_store_n(&w->step, 1, __ATOMIC_SEQ_CST);
+	while (__atomic_load_n(&w->step, __ATOMIC_SEQ_CST) < 2)
+		usleep(100);
+	for (i = 0; i < 1000 && !io_uring_cq_ready(&bq->ring); i++)
+		uring_wait(bq, 1000);
+	/* the poller's reap takes the wake along with any completions */
+	w->ret = uring_reap(bq, done, res, 4);
+	if (!w->ret && (io_uring_cq_ready(&bq->ring) || bq->wake_armed))
+		w->ret = -EPROTO;	/* the wake was not reaped: nothing tested */
+	__atomic_store_n(&w->step, 3, __ATOMIC_SEQ_CST);
+	if (!w->ret)
+		w->ret = uring_wait(bq, -1);	/* no timeout */
+	uring_queue_destroy(bq);
+out:
+	__atomic_store_n(&w->step, 4, __ATOMIC_SEQ_CST);
+	return NULL;
+}
+
+static void test_reaped_wake_not_lost(void **state)
+{
+	struct gs_q_params p = { .max_pollers = 1 };
+	struct waiter w = { .ret = 1 };
+	struct timespec ts;
+	uint64_t one = 1;
+	struct gs_q *q;
+	pthread_t th;
+	int hung;
+
+	assert_int_equal(tq_open(&q, &p, IMG), 0);
+	gs_q_close(q);
+	p.flags &= ~GS_Q_CREATE;
+	assert_int_equal(uring_open(&w.bd, &p), 0);
+	w.efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	assert_true(w.efd >= 0);
+	assert_int_equal(pthread_create(&th, NULL, wake_thread, &w), 0);
+	while (!__atomic_load_n(&w.step, __ATOMIC_SEQ_CST))
+		usleep(100);
+	assert_int_equal(write(w.efd, &one, sizeof(one)), (ssize_t)sizeof(one));
+	__atomic_store_n(&w.step, 2, __ATOMIC_SEQ_CST);
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 10;
+	hung = pthread_timedjoin_np(th, NULL, &ts) == ETIMEDOUT;
+	if (hung) {
+		/* asleep after the wake was taken: release it, then fail */
+		assert_int_equal(write(w.efd, &one, sizeof(one)), (ssize_t)sizeof(one));
+		pthread_join(th, NULL);
+	}
+	assert_false(hung);
+	assert_int_equal(w.ret, 0);
+	close(w.efd);
+	uring_close(w.bd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -701,6 +783,7 @@ int main(void)
 		cmocka_unit_test(test_registered),
 		cmocka_unit_test(test_short_eagain),
 		cmocka_unit_test(test_eof_short_read),
+		cmocka_unit_test(test_reaped_wake_not_lost),
 	};
 
 	return tq_run(tests, 1);
