@@ -526,6 +526,11 @@ int gs_fs_geometry(struct gs_fs *fs, struct gs_q_geom *g)
 	return gs_q_geometry(fs->q, g);
 }
 
+struct gs_q *gs_fs_queue(struct gs_fs *fs)
+{
+	return fs->q;
+}
+
 int gs_fs_drop_caches(struct gs_fs *fs)
 {
 	int ret = fs_flush_all(fs);

@@ -70,6 +70,12 @@ struct gs_bdev {
 	int rebuilding;			/* shared: member being rebuilt, -1: none */
 	struct gs_q *rq;		/* its new device while it is */
 	int rb_err;			/* shared: a write to rq failed */
+	uint64_t rate;			/* shared: rebuild throttle, bytes/s (0: none) */
+	int cancel;			/* shared: close stops a rebuild */
+	/* a rebuild in the background (gs_q_pool_replace_start); lock */
+	int bg;				/* bg_thread is joinable */
+	pthread_t bg_thread;
+	char last[GS_POOL_PATH_MAX + 128];	/* how the last rebuild ended ("": none) */
 	struct member m[GS_POOL_MAX_MEMBERS];
 };
 
@@ -553,8 +559,13 @@ free_bd:
 	return ret;
 }
 
+static void bg_join(struct gs_bdev *bd);
+
 static void pool_close(struct gs_bdev *bd)
 {
+	/* a rebuild in the background stops at its next batch; the member stays as it was */
+	__atomic_store_n(&bd->cancel, 1, __ATOMIC_RELEASE);
+	bg_join(bd);
 	if (!bd->rdonly) {
 		pthread_mutex_lock(&bd->lock);
 		bd->sb.state = htole32(le32toh(bd->sb.state) & ~GS_POOL_ST_OPEN);
@@ -987,11 +998,11 @@ static struct gs_bdev *pool_of(struct gs_q *q)
 int gs_q_pool_info(struct gs_q *q, char *buf, size_t size)
 {
 	struct gs_bdev *bd = pool_of(q);
+	char uuid[40], last[sizeof(bd->last)];
 	uint64_t failed;
-	char uuid[40];
 	size_t n = 0;
 	uint32_t i;
-	int r;
+	int r, rbm;
 
 	if (!bd) {
 		if (size)
@@ -1014,10 +1025,18 @@ int gs_q_pool_info(struct gs_q *q, char *buf, size_t size)
 	    bd->geo.n, bd->geo.su, failed ? "degraded" : "ok",
 	    (unsigned)__builtin_popcountll(failed),
 	    le32toh(bd->sb.state) & GS_POOL_ST_RESYNC ? "needed" : "no");
-	if (bd->rebuilding >= 0)
-		OUT("pool_rebuild: member %d %llu/%llu\n", bd->rebuilding,
+	rbm = __atomic_load_n(&bd->rebuilding, __ATOMIC_ACQUIRE);
+	if (rbm >= 0)
+		OUT("pool_rebuild: member %d %llu/%llu\n", rbm,
 		    (unsigned long long)__atomic_load_n(&bd->rebuild_done, __ATOMIC_RELAXED),
 		    (unsigned long long)bd->rebuild_total);
+	OUT("pool_rebuild_rate: %llu\n",
+	    (unsigned long long)__atomic_load_n(&bd->rate, __ATOMIC_RELAXED));
+	pthread_mutex_lock(&bd->lock);
+	memcpy(last, bd->last, sizeof(last));
+	pthread_mutex_unlock(&bd->lock);
+	if (last[0])
+		OUT("pool_rebuild_last: %s\n", last);
 	for (i = 0; i < bd->geo.n; i++)
 		OUT("member%u: %s %s errors=%llu\n", i, bd->m[i].path,
 		    (failed >> i & 1) ? (bd->m[i].found ? "failed" : "missing") : "ok",
@@ -1200,6 +1219,43 @@ static void progress_add(struct gs_bdev *bd, uint64_t n, gs_pool_progress fn, vo
 }
 
 #define REBUILD_BATCH	16	/* stripe units copied per stop of the pool's I/O */
+#define THROTTLE_NAP_NS	50000000ll	/* a throttled rebuild looks at rate and cancel this often */
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+/*
+ * The throttle: a batch of @bytes that started at @t0 may be followed by the
+ * next one only at t0 + bytes / rate.  The rate is read again every nap, so
+ * a change (gs_q_pool_throttle) takes effect during a long wait too.
+ * -ECANCELED once the pool closes.
+ */
+static int throttle(struct gs_bdev *bd, int64_t t0, uint64_t bytes)
+{
+	for (;;) {
+		uint64_t rate = __atomic_load_n(&bd->rate, __ATOMIC_RELAXED);
+		int64_t left;
+		struct timespec ts;
+
+		if (__atomic_load_n(&bd->cancel, __ATOMIC_ACQUIRE))
+			return -ECANCELED;
+		if (!rate)
+			return 0;
+		left = t0 + (int64_t)(bytes * 1000000000.0 / (double)rate) - now_ns();
+		if (left <= 0)
+			return 0;
+		if (left > THROTTLE_NAP_NS)
+			left = THROTTLE_NAP_NS;
+		ts.tv_sec = 0;
+		ts.tv_nsec = left;
+		nanosleep(&ts, NULL);
+	}
+}
 
 /* With qlock held for writing: wait until no piece sent before is in a member queue. */
 static void quiesce(struct gs_bdev *bd)
@@ -1235,6 +1291,82 @@ static int rebuild_unit(struct gs_bdev *bd, unsigned index, struct gs_q *nq, cha
 	return r < 0 ? (int)r : -EIO;
 }
 
+/* A replace that has passed its checks: the new device open, the rebuild registered. */
+struct rebuild {
+	struct gs_bdev *bd;
+	unsigned index;
+	struct gs_q *nq;
+	char *buf;
+	int abort;	/* -errno: end at once (the thread could not start) */
+	char path[GS_POOL_PATH_MAX];	/* checked: shorter */
+};
+
+/*
+ * Check a replace of member @index by @newpath, open the new device and
+ * register the rebuild (from then on every pool write also goes there).
+ * -EBUSY while another rebuild runs.
+ */
+static int rebuild_prepare(struct gs_q *q, unsigned index, const char *newpath,
+			   struct rebuild **rbp)
+{
+	struct gs_bdev *bd = pool_of(q);
+	struct rebuild *rb;
+	struct gs_q_geom g;
+	uint64_t failed;
+	int ret;
+
+	if (!bd || index >= bd->geo.n || !newpath || strlen(newpath) >= GS_POOL_PATH_MAX)
+		return -EINVAL;
+	if (bd->rdonly)
+		return -EROFS;
+	failed = __atomic_load_n(&bd->failed, __ATOMIC_ACQUIRE);
+	if ((failed >> index & 1) && !gs_pool_redundant(&bd->geo, failed)) {
+		gs_err("pool: member %u (%s) held the only copy of data: nothing to rebuild from",
+		       index, bd->m[index].path);
+		return -ENODATA;
+	}
+	rb = calloc(1, sizeof(*rb));
+	if (!rb)
+		return -ENOMEM;
+	rb->bd = bd;
+	rb->index = index;
+	snprintf(rb->path, sizeof(rb->path), "%s", newpath);
+	ret = open_plain(newpath, q->flags & GS_Q_BUFFERED, &rb->nq);
+	if (!ret)
+		ret = gs_q_geometry(rb->nq, &g);
+	if (!ret && g.capacity < bd->geo.member_bytes) {
+		gs_err("pool: %s is smaller than a member (%llu bytes needed)", newpath,
+		       (unsigned long long)bd->geo.member_bytes);
+		ret = -ENOSPC;
+	} else if (ret) {
+		gs_err("pool: %s: %s", newpath, strerror(-ret));
+	}
+	rb->buf = ret ? NULL : aligned_alloc(4096, bd->geo.su);
+	if (!ret && !rb->buf)
+		ret = -ENOMEM;
+	if (ret)
+		goto free_rb;
+	pthread_rwlock_wrlock(&bd->qlock);
+	if (bd->rebuilding >= 0) {
+		pthread_rwlock_unlock(&bd->qlock);
+		ret = -EBUSY;
+		goto free_rb;
+	}
+	bd->rq = rb->nq;
+	bd->rb_err = 0;
+	bd->rebuild_total = (bd->geo.zone.rows + bd->geo.data.rows) * bd->geo.su;
+	__atomic_store_n(&bd->rebuild_done, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&bd->rebuilding, (int)index, __ATOMIC_RELEASE);
+	pthread_rwlock_unlock(&bd->qlock);
+	*rbp = rb;
+	return 0;
+free_rb:
+	gs_q_close(rb->nq);
+	free(rb->buf);
+	free(rb);
+	return ret;
+}
+
 /*
  * Rebuild: copy every used stripe unit of member @index's rows to the new
  * device at the same place: from the old member while it still reads, else
@@ -1242,66 +1374,28 @@ static int rebuild_unit(struct gs_bdev *bd, unsigned index, struct gs_q *nq, cha
  * every write and flush the pool gets also goes to the new device
  * (start_write), so nothing written during the copy (online) is missed.
  * Then the new device gets the member superblock and the member's place.
+ * Frees @rb.
  */
-int gs_q_pool_replace(struct gs_q *q, unsigned index, const char *newpath,
-		      gs_pool_progress progress, void *arg)
+static int rebuild_run(struct rebuild *rb, gs_pool_progress progress, void *arg)
 {
-	struct gs_bdev *bd = pool_of(q);
-	const struct gs_pool_area *areas[2];
-	struct gs_q *nq = NULL;
-	struct gs_q_geom g;
-	uint64_t failed;
-	char *buf = NULL;
-	int ret, was_failed, a;
-
-	if (!bd || index >= bd->geo.n || !newpath || strlen(newpath) >= GS_POOL_PATH_MAX)
-		return -EINVAL;
-	if (bd->rdonly)
-		return -EROFS;
-	areas[0] = &bd->geo.zone;
-	areas[1] = &bd->geo.data;
-	failed = __atomic_load_n(&bd->failed, __ATOMIC_ACQUIRE);
-	was_failed = (int)(failed >> index & 1);
-	if (was_failed && !gs_pool_redundant(&bd->geo, failed)) {
-		gs_err("pool: member %u (%s) held the only copy of data: nothing to rebuild from",
-		       index, bd->m[index].path);
-		return -ENODATA;
-	}
-	ret = open_plain(newpath, q->flags & GS_Q_BUFFERED, &nq);
-	if (!ret)
-		ret = gs_q_geometry(nq, &g);
-	if (!ret && g.capacity < bd->geo.member_bytes) {
-		gs_err("pool: %s is smaller than a member (%llu bytes needed)", newpath,
-		       (unsigned long long)bd->geo.member_bytes);
-		ret = -ENOSPC;
-	}
-	buf = ret ? NULL : aligned_alloc(4096, bd->geo.su);
-	if (!ret && !buf)
-		ret = -ENOMEM;
-	if (ret) {
-		if (ret != -ENOSPC)
-			gs_err("pool: %s: %s", newpath, strerror(-ret));
-		gs_q_close(nq);
-		return ret;
-	}
-	pthread_rwlock_wrlock(&bd->qlock);
-	if (bd->rebuilding >= 0) {
-		pthread_rwlock_unlock(&bd->qlock);
-		gs_q_close(nq);
-		free(buf);
-		return -EBUSY;
-	}
-	bd->rq = nq;
-	bd->rb_err = 0;
-	bd->rebuild_total = (bd->geo.zone.rows + bd->geo.data.rows) * bd->geo.su;
-	__atomic_store_n(&bd->rebuild_done, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&bd->rebuilding, (int)index, __ATOMIC_RELEASE);
-	pthread_rwlock_unlock(&bd->qlock);
+	struct gs_bdev *bd = rb->bd;
+	const struct gs_pool_area *areas[2] = { &bd->geo.zone, &bd->geo.data };
+	unsigned index = rb->index;
+	struct gs_q *nq = rb->nq;
+	int ret = rb->abort, a;
 
 	for (a = 0; a < 2 && !ret; a++) {
 		const struct gs_pool_area *ar = areas[a];
 
 		for (uint64_t row = 0; row < ar->rows && !ret; row += REBUILD_BATCH) {
+			uint64_t nb = row + REBUILD_BATCH <= ar->rows ? REBUILD_BATCH :
+				      ar->rows - row;
+			int64_t t0 = now_ns();
+
+			if (__atomic_load_n(&bd->cancel, __ATOMIC_ACQUIRE)) {
+				ret = -ECANCELED;
+				break;
+			}
 			/*
 			 * A batch of rows is copied with every other I/O of the pool
 			 * stopped and drained: a write racing the copy could otherwise
@@ -1309,11 +1403,13 @@ int gs_q_pool_replace(struct gs_q *q, unsigned index, const char *newpath,
 			 */
 			pthread_rwlock_wrlock(&bd->qlock);
 			quiesce(bd);
-			for (uint64_t b = row; b < row + REBUILD_BATCH && b < ar->rows && !ret; b++)
-				ret = rebuild_unit(bd, index, nq, buf, ar->pbase + b * bd->geo.su);
+			for (uint64_t b = row; b < row + nb && !ret; b++)
+				ret = rebuild_unit(bd, index, nq, rb->buf,
+						   ar->pbase + b * bd->geo.su);
 			pthread_rwlock_unlock(&bd->qlock);
-			progress_add(bd, (row + REBUILD_BATCH <= ar->rows ? REBUILD_BATCH :
-					  ar->rows - row) * bd->geo.su, progress, arg);
+			progress_add(bd, nb * bd->geo.su, progress, arg);
+			if (!ret)
+				ret = throttle(bd, t0, nb * bd->geo.su);
 		}
 	}
 	if (!ret)
@@ -1326,8 +1422,8 @@ int gs_q_pool_replace(struct gs_q *q, unsigned index, const char *newpath,
 	if (!ret) {
 		struct gs_q *old = bd->m[index].q;
 
-		snprintf(bd->sb.paths[index], GS_POOL_PATH_MAX, "%s", newpath);
-		snprintf(bd->m[index].path, sizeof(bd->m[index].path), "%s", newpath);
+		snprintf(bd->sb.paths[index], GS_POOL_PATH_MAX, "%s", rb->path);
+		snprintf(bd->m[index].path, sizeof(bd->m[index].path), "%s", rb->path);
 		uuid_gen(bd->sb.member_uuid);
 		/* the new device first gets its superblock, then the member's place */
 		ret = sb_write_q(nq, &bd->sb, index);
@@ -1342,14 +1438,90 @@ int gs_q_pool_replace(struct gs_q *q, unsigned index, const char *newpath,
 			sb_persist(bd);
 		}
 	}
+	snprintf(bd->last, sizeof(bd->last), "member %u -> %s: %s", index, rb->path,
+		 ret ? strerror(-ret) : "ok");
 	__atomic_store_n(&bd->rebuilding, -1, __ATOMIC_RELEASE);
 	bd->rq = NULL;
 	pthread_mutex_unlock(&bd->lock);
 	pthread_rwlock_unlock(&bd->qlock);
 	/* drained above: no piece refers to the queue closed here (old, or nq on failure) */
 	gs_q_close(nq);
-	free(buf);
+	free(rb->buf);
+	free(rb);
 	return ret;
+}
+
+int gs_q_pool_replace(struct gs_q *q, unsigned index, const char *newpath,
+		      gs_pool_progress progress, void *arg)
+{
+	struct rebuild *rb;
+	int ret = rebuild_prepare(q, index, newpath, &rb);
+
+	return ret ? ret : rebuild_run(rb, progress, arg);
+}
+
+static void *bg_main(void *arg)
+{
+	struct rebuild *rb = arg;
+	struct gs_bdev *bd = rb->bd;
+	unsigned index = rb->index;
+	int ret = rebuild_run(rb, NULL, NULL);
+
+	if (ret)
+		gs_err("pool: rebuild of member %u failed: %s", index, strerror(-ret));
+	else
+		gs_info("pool: member %u (%s) rebuilt", index, bd->m[index].path);
+	return NULL;
+}
+
+/* Wait for the last background rebuild's thread (bd->lock not held). */
+static void bg_join(struct gs_bdev *bd)
+{
+	pthread_t t;
+	int bg;
+
+	pthread_mutex_lock(&bd->lock);
+	bg = bd->bg;
+	t = bd->bg_thread;
+	bd->bg = 0;
+	pthread_mutex_unlock(&bd->lock);
+	if (bg)
+		pthread_join(t, NULL);
+}
+
+int gs_q_pool_replace_start(struct gs_q *q, unsigned index, const char *newpath)
+{
+	struct gs_bdev *bd = pool_of(q);
+	struct rebuild *rb;
+	int ret;
+
+	if (!bd)
+		return -EINVAL;
+	ret = rebuild_prepare(q, index, newpath, &rb);
+	if (ret)
+		return ret;
+	/* registered: no other rebuild can start, so the previous thread has ended */
+	bg_join(bd);
+	pthread_mutex_lock(&bd->lock);
+	ret = -pthread_create(&bd->bg_thread, NULL, bg_main, rb);
+	bd->bg = !ret;
+	pthread_mutex_unlock(&bd->lock);
+	if (ret) {
+		/* never started: let rebuild_run unwind the registration at once */
+		rb->abort = ret;
+		rebuild_run(rb, NULL, NULL);
+	}
+	return ret;
+}
+
+int gs_q_pool_throttle(struct gs_q *q, uint64_t bytes_per_s)
+{
+	struct gs_bdev *bd = pool_of(q);
+
+	if (!bd)
+		return -EINVAL;
+	__atomic_store_n(&bd->rate, bytes_per_s, __ATOMIC_RELAXED);
+	return 0;
 }
 
 int64_t gs_q_pool_verify(struct gs_q *q, unsigned flags, gs_pool_progress progress, void *arg)

@@ -188,6 +188,8 @@ int gs_fs_statfs(struct gs_fs *fs, struct gs_fs_statfs *sf);
  * (lba_size) and sized by (opt_io, max_io, queue_depth). */
 struct gs_q_geom;
 int gs_fs_geometry(struct gs_fs *fs, struct gs_q_geom *g);
+/* The queue the fs does its I/O on (a pool's administration: gs_pool(3)); owned by @fs. */
+struct gs_q *gs_fs_queue(struct gs_fs *fs);
 /* Write back everything the block cache holds, then drop its lines
  * (benchmarks: the next reads are cold).  Returns the write-back's result. */
 int gs_fs_drop_caches(struct gs_fs *fs);

@@ -246,6 +246,12 @@ typedef void (*gs_pool_progress)(void *arg, uint64_t done, uint64_t total);
  * other members (or from the old member while it still reads). */
 int gs_q_pool_replace(struct gs_q *q, unsigned index, const char *newpath,
 		      gs_pool_progress progress, void *arg);
+/* The same on a thread of the pool's own (a mounted daemon's replace): returns once the
+ * new device is open and registered (-EBUSY while another rebuild runs); progress and
+ * the outcome show in gs_q_pool_info(); closing the queue cancels it. */
+int gs_q_pool_replace_start(struct gs_q *q, unsigned index, const char *newpath);
+/* Limit rebuilds (running or later) to @bytes_per_s copied per second (0: no limit). */
+int gs_q_pool_throttle(struct gs_q *q, uint64_t bytes_per_s);
 /* Compare every copy of every mirrored stripe unit byte for byte; returns
  * the number of units whose copies differ (>= 0) or -errno.  GS_POOL_REPAIR
  * (a queue opened for writing): copy the first healthy copy over the others

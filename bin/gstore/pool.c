@@ -5,7 +5,11 @@
  */
 #include <endian.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -15,6 +19,7 @@
 #include "gstore_q.h"
 #include "gstore_format.h"
 #include "cmd.h"
+#include "../opts.h"
 
 /* "pool:D1:D2:..." for gs_q_params.backend / gs_fs_opts.backend */
 static char *pool_backend(const char *const *devs, unsigned n)
@@ -168,9 +173,40 @@ int pool_mkfs(const char *const *devs, unsigned n, struct gs_pool_opts *po, stru
 	return 0;
 }
 
+/* Progress of a rebuild or a comparison: a bar on a terminal, else a line per 10 %. */
+struct prog {
+	struct gs_progress pr;
+	const char *what;
+	unsigned tenth;		/* last tenth printed (no terminal) */
+};
+
+static void prog_start(struct prog *p, const char *what)
+{
+	memset(p, 0, sizeof(*p));
+	p->what = what;
+	gs_progress_start(&p->pr, what, 0);
+}
+
 static void show_progress(void *arg, uint64_t done, uint64_t total)
 {
-	gs_progress_add(arg, done - ((struct gs_progress *)arg)->done);
+	struct prog *p = arg;
+	unsigned t;
+
+	if (!p->pr.total && total) {
+		/* the total is known only now: draw a bar if there is a terminal */
+		p->pr.total = total;
+		p->pr.tty = isatty(STDERR_FILENO);
+	}
+	if (done > p->pr.done)
+		gs_progress_add(&p->pr, done - p->pr.done);
+	if (p->pr.tty || !total)
+		return;
+	t = (unsigned)(done * 10 / total);
+	if (t > p->tenth) {
+		p->tenth = t;
+		fprintf(stderr, "%s: %u%% (%llu of %llu bytes)\n", p->what, t * 10,
+			(unsigned long long)done, (unsigned long long)total);
+	}
 }
 
 /*
@@ -182,7 +218,7 @@ static void show_progress(void *arg, uint64_t done, uint64_t total)
  */
 int pool_check_mirrors(const char *path, int repair, unsigned *lines)
 {
-	struct gs_progress pr;
+	struct prog pr;
 	char info[8192];
 	struct gs_q *q;
 	int64_t bad;
@@ -195,9 +231,10 @@ int pool_check_mirrors(const char *path, int repair, unsigned *lines)
 	}
 	gs_q_pool_info(q, info, sizeof(info));
 	resync = !!strstr(info, "pool_resync: needed");
-	gs_progress_start(&pr, "mirrors", 0);
+	prog_start(&pr, "mirrors");
+	pr.tenth = 10;	/* fsck: a bar on a terminal only */
 	bad = gs_q_pool_verify(q, repair ? GS_POOL_REPAIR : 0, show_progress, &pr);
-	gs_progress_end(&pr);
+	gs_progress_end(&pr.pr);
 	gs_q_close(q);
 	if (bad < 0) {
 		gs_fail(1, "%s: comparing mirrors: %s", path, strerror((int)-bad));
@@ -257,20 +294,131 @@ static int status(const char *what, const char *devices)
 	return 0;
 }
 
-static int replace(const char *old, const char *new, const char *dev, const char *devices)
+/* The text of @path (a .gstore file) in @buf; 0 or -errno. */
+static int read_text(const char *path, char *buf, size_t size)
 {
-	struct gs_progress pr;
-	struct gs_q *q;
-	char *mnt;
-	int ret, idx;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
 
-	mnt = gs_find_mount(dev);
-	if (mnt) {
-		gs_fail(1, "%s is mounted at %s: unmount it first (replace is offline for now)",
-			dev, mnt);
-		free(mnt);
-		return 1;
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, size - 1);
+	close(fd);
+	if (n < 0)
+		return -errno;
+	buf[n] = 0;
+	return 0;
+}
+
+/* One command to the daemon's .gstore/pool (gstorefs(8)); 0 or -errno. */
+static int pool_cmd(const char *ctl, const char *fmt, ...)
+{
+	char cmd[3 * PATH_MAX];
+	va_list ap;
+	int fd, len, ret = 0;
+
+	va_start(ap, fmt);
+	len = vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	if (len < 0 || (size_t)len >= sizeof(cmd))
+		return -ENAMETOOLONG;
+	fd = open(ctl, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, cmd, (size_t)len) != len)
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
+/*
+ * Replace through the mounted daemon: the rebuild runs in gstorefs, with the
+ * pool in use; this only starts it and follows .gstore/pool until it ends
+ * (interrupting this command does not stop the rebuild).
+ */
+static int replace_online(const char *mnt, const char *old, const char *new, uint64_t rate,
+			  int set_rate)
+{
+	char ctl[PATH_MAX], oldp[PATH_MAX], newp[PATH_MAX], info[16384], want[2 * PATH_MAX];
+	struct prog pr;
+	int ret, seen = 0;
+
+	snprintf(ctl, sizeof(ctl), "%s/.gstore/pool", mnt);
+	if (access(ctl, F_OK))
+		return gs_fail(1, "%s is not a mounted pool", mnt);
+	if (!realpath(new, newp))
+		return gs_fail(1, "%s: %s", new, strerror(errno));
+	/* a member that is gone is named as recorded (or by its index) */
+	if (!realpath(old, oldp))
+		snprintf(oldp, sizeof(oldp), "%s", old);
+	if (set_rate && (ret = pool_cmd(ctl, "rate %llu\n", (unsigned long long)rate)))
+		return gs_fail(1, "setting the rebuild rate: %s", strerror(-ret));
+	ret = pool_cmd(ctl, "replace %s %s\n", oldp, newp);
+	if (ret)
+		return gs_fail(1, "replacing %s by %s through %s: %s", old, new, mnt,
+			       ret == -ENOENT ? "not a member of this pool" :
+			       ret == -EBUSY ? "a rebuild is running already" : strerror(-ret));
+	printf("rebuilding onto %s in the mounted pool at %s\n", newp, mnt);
+	fflush(stdout);
+	prog_start(&pr, "rebuild");
+	for (;;) {
+		unsigned long long done, total;
+		const char *l;
+		int m;
+
+		ret = read_text(ctl, info, sizeof(info));
+		if (ret) {
+			gs_progress_end(&pr.pr);
+			return gs_fail(1, "%s: %s", ctl, strerror(-ret));
+		}
+		l = strstr(info, "pool_rebuild: member ");
+		if (l && sscanf(l, "pool_rebuild: member %d %llu/%llu", &m, &done, &total) == 3) {
+			seen = 1;
+			show_progress(&pr, done, total);
+			usleep(200000);
+			continue;
+		}
+		break;
 	}
+	gs_progress_end(&pr.pr);
+	/* the daemon's outcome line: "member I -> NEW: ok" or ": <error>" */
+	{
+		char *l = strstr(info, "pool_rebuild_last: "), *e;
+
+		if (!l)
+			return gs_fail(1, "the rebuild left no outcome in %s", ctl);
+		l += strlen("pool_rebuild_last: ");
+		e = strchr(l, '\n');
+		if (e)
+			*e = 0;
+		snprintf(want, sizeof(want), "-> %s: ok", newp);
+		if (!strstr(l, want))
+			return gs_fail(1, "rebuild: %s", l);
+		printf("%s replaced by %s, rebuilt%s (%s)\n", old, newp, seen ? "" : " at once", l);
+	}
+	return 0;
+}
+
+static int replace(const char *old, const char *new, const char *dev, const char *devices,
+		   uint64_t rate, int set_rate)
+{
+	struct prog pr;
+	struct stat st;
+	struct gs_q *q;
+	int ret, idx, dir = stat(dev, &st) == 0 && S_ISDIR(st.st_mode);
+	char *mnt;
+
+	if (dir)
+		mnt = gs_is_mount(dev) ? strdup(dev) : NULL;
+	else
+		mnt = gs_find_mount(dev);
+	if (mnt) {
+		ret = replace_online(mnt, old, new, rate, set_rate);
+		free(mnt);
+		return ret;
+	}
+	if (dir)
+		return gs_fail(1, "%s is not a gstore mount", dev);
 	ret = open_pool(dev, devices, 0, &q);
 	if (ret == -ENOTBLK)
 		return gs_fail(1, "%s is not a pool member; name a member with DEV or --devices",
@@ -282,9 +430,11 @@ static int replace(const char *old, const char *new, const char *dev, const char
 		gs_q_close(q);
 		return gs_fail(1, "%s is not a member of this pool", old);
 	}
-	gs_progress_start(&pr, "rebuild", 0);
+	if (set_rate)
+		gs_q_pool_throttle(q, rate);
+	prog_start(&pr, "rebuild");
 	ret = gs_q_pool_replace(q, (unsigned)idx, new, show_progress, &pr);
-	gs_progress_end(&pr);
+	gs_progress_end(&pr.pr);
 	gs_q_close(q);
 	if (ret)
 		return gs_fail(1, "replacing member %d (%s) by %s: %s", idx, old, new,
@@ -297,16 +447,23 @@ int cmd_pool(int argc, char **argv)
 {
 	static const struct option lo[] = {
 		{ "devices", required_argument, NULL, 'd' },
+		{ "rate", required_argument, NULL, 'r' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
 	const char *devices = NULL;
-	int c;
+	uint64_t rate = 0;
+	int c, set_rate = 0;
 
-	while ((c = getopt_long(argc, argv, "d:h", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "d:r:h", lo, NULL)) != -1) {
 		switch (c) {
 		case 'd':
 			devices = optarg;
+			break;
+		case 'r':
+			if (gs_parse_size(optarg, &rate))
+				return gs_fail(2, "--rate: bad size %s", optarg);
+			set_rate = 1;
 			break;
 		case 'h':
 			gs_usage("pool");
@@ -320,6 +477,7 @@ int cmd_pool(int argc, char **argv)
 	if (argc == 2 && !strcmp(argv[0], "status"))
 		return status(argv[1], devices);
 	if ((argc == 3 || argc == 4) && !strcmp(argv[0], "replace"))
-		return replace(argv[1], argv[2], argc == 4 ? argv[3] : argv[1], devices);
+		return replace(argv[1], argv[2], argc == 4 ? argv[3] : argv[1], devices, rate,
+			       set_rate);
 	return gs_usage("pool");
 }

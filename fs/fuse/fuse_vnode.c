@@ -10,12 +10,15 @@
  * the node by ino under the same lock, but only for the few virtual files).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fuse_internal.h"
+#include "gstore_q.h"
 
 #define VHASH_BITS	10
 #define VHASH_SIZE	(1u << VHASH_BITS)
@@ -305,15 +308,33 @@ int gs_vfile_text(struct gs_vfile *f, gs_text_gen gen, void *ctx)
 
 /* ---------------- /.gstore ---------------- */
 
-enum { META_INFO = 1, META_STATS = 2 };
+/*
+ * .gstore/pool (pools only): reading gives the pool's state (as in info);
+ * writing a command administers the running pool: "replace OLD NEW" (rebuild
+ * member OLD onto device NEW in the background, OLD a member path or index)
+ * and "rate BYTES_PER_S" (the rebuild throttle, 0: none).  Paths are
+ * absolute and without white space.  The file is the daemon user's, mode
+ * 0600: NEW is opened and overwritten with the daemon's rights, so only that
+ * user (and root) may name it.
+ */
+enum { META_INFO = 1, META_STATS = 2, META_POOL = 3 };
 
 static const struct {
 	const char *name;
 	uint32_t kind;
+	uint32_t mode;
 } meta_files[] = {
-	{ "info", META_INFO },
-	{ "stats", META_STATS },
+	{ "info", META_INFO, S_IFREG | 0444 },
+	{ "stats", META_STATS, S_IFREG | 0444 },
+	{ "pool", META_POOL, S_IFREG | 0600 },
 };
+
+static int is_pool(struct gs_fuse *gf)
+{
+	char c;
+
+	return gs_q_pool_info(gs_fs_queue(gs_fuse_fs(gf)), &c, 1) > 0;
+}
 
 static int meta_lookup(struct gs_fuse *gf, const struct gs_vdir *dir, const char *name,
 		       struct gs_vnode *vn)
@@ -322,8 +343,10 @@ static int meta_lookup(struct gs_fuse *gf, const struct gs_vdir *dir, const char
 		return -ENOENT;
 	for (size_t i = 0; i < sizeof(meta_files) / sizeof(meta_files[0]); i++) {
 		if (!strcmp(name, meta_files[i].name)) {
+			if (meta_files[i].kind == META_POOL && !is_pool(gf))
+				return -ENOENT;
 			vn->kind = meta_files[i].kind;
-			vn->mode = S_IFREG | 0444;
+			vn->mode = meta_files[i].mode;
 			return 0;
 		}
 	}
@@ -333,10 +356,56 @@ static int meta_lookup(struct gs_fuse *gf, const struct gs_vdir *dir, const char
 static int meta_readdir(struct gs_fuse *gf, const struct gs_vdir *dir, uint64_t off,
 			gs_vfill fill, void *arg)
 {
-	for (size_t i = off; i < sizeof(meta_files) / sizeof(meta_files[0]); i++)
-		if (fill(arg, meta_files[i].name, S_IFREG | 0444, i + 1))
+	for (size_t i = off; i < sizeof(meta_files) / sizeof(meta_files[0]); i++) {
+		if (meta_files[i].kind == META_POOL && !is_pool(gf))
+			continue;
+		if (fill(arg, meta_files[i].name, meta_files[i].mode, i + 1))
 			break;
+	}
 	return 0;
+}
+
+static int pool_gen(void *ctx, char *buf, size_t size)
+{
+	return gs_q_pool_info(gs_fs_queue(gs_fuse_fs(ctx)), buf, size);
+}
+
+/* One command per write (gs_pool(3) does the work). */
+static ssize_t pool_write(struct gs_fuse *gf, struct gs_vfile *f, const char *buf, size_t size,
+			  uint64_t off)
+{
+	struct gs_q *q = gs_fs_queue(gs_fuse_fs(gf));
+	char cmd[2 * 4096], *w[4], *save = NULL, *end;
+	unsigned nw = 0;
+	int ret;
+
+	if (f->vn->kind != META_POOL)
+		return -EACCES;
+	if (size >= sizeof(cmd))
+		return -EINVAL;
+	memcpy(cmd, buf, size);
+	cmd[size] = 0;
+	for (char *t = strtok_r(cmd, " \t\n", &save); t; t = strtok_r(NULL, " \t\n", &save)) {
+		if (nw == 4)
+			return -EINVAL;
+		w[nw++] = t;
+	}
+	if (nw == 3 && !strcmp(w[0], "replace")) {
+		if (w[2][0] != '/')
+			return -EINVAL;	/* the daemon's cwd is not the writer's */
+		ret = gs_q_pool_member(q, w[1]);
+		if (ret >= 0)
+			ret = gs_q_pool_replace_start(q, (unsigned)ret, w[2]);
+	} else if (nw == 2 && !strcmp(w[0], "rate")) {
+		unsigned long long r;
+
+		errno = 0;
+		r = strtoull(w[1], &end, 10);
+		ret = errno || *end || w[1][0] == '-' ? -EINVAL : gs_q_pool_throttle(q, r);
+	} else {
+		ret = -EINVAL;
+	}
+	return ret < 0 ? ret : (ssize_t)size;
 }
 
 static int info_gen(void *ctx, char *buf, size_t size)
@@ -368,11 +437,18 @@ static int stats_gen(void *ctx, char *buf, size_t size)
 
 static int meta_open(struct gs_fuse *gf, struct gs_vfile *f)
 {
+	if ((f->flags & O_ACCMODE) != O_RDONLY && f->vn->kind != META_POOL)
+		return -EACCES;
 	switch (f->vn->kind) {
 	case META_INFO:
 		return gs_vfile_text(f, info_gen, gf);
 	case META_STATS:
 		return gs_vfile_text(f, stats_gen, gf);
+	case META_POOL:
+		/* a command is written, not read: no text to make */
+		if ((f->flags & O_ACCMODE) == O_WRONLY)
+			return 0;
+		return gs_vfile_text(f, pool_gen, gf);
 	}
 	return -EISDIR;
 }
@@ -381,6 +457,11 @@ static int meta_getattr(struct gs_fuse *gf, const struct gs_vnode *vn, struct st
 {
 	struct gs_vfile f = { .vn = (struct gs_vnode *)vn };
 
+	if (vn->kind == META_POOL) {
+		/* the daemon user's (see pool_write) */
+		st->st_uid = geteuid();
+		st->st_gid = getegid();
+	}
 	/* ls -l shows the current length; reads are direct_io and not bound by it. */
 	if (S_ISREG(vn->mode) && meta_open(gf, &f) == 0) {
 		st->st_size = (off_t)f.len;
@@ -395,4 +476,5 @@ const struct gs_vops gs_fuse_meta_ops = {
 	.readdir = meta_readdir,
 	.getattr = meta_getattr,
 	.open = meta_open,
+	.write = pool_write,
 };

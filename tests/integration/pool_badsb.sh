@@ -92,6 +92,8 @@ GSTORE=$GS_BUILD/bin/gstore GSTOREFS=$GS_BUILD/bin/gstorefs FSOPS=$GS_BUILD/test
 GS_POOL= gs_init 64M
 gs_mount
 grep -q "^pool" "$MNT/.gstore/info" && fail "a single image shows pool lines"
+[[ -e $MNT/.gstore/pool ]] && fail "a single image has .gstore/pool"
+ls "$MNT/.gstore" | grep -q "^pool$" && fail "a single image lists .gstore/pool"
 gs_umount
 "$GSTORE" pool status "$IMG" >/dev/null 2>&1 && fail "pool status on a plain image"
 ok "single image unchanged"

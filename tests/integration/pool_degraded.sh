@@ -8,16 +8,7 @@
 # whose only copy was on the failed member, and the log names the member.
 # timeout: 200
 . "$(dirname "$0")/../helpers/gsmount.sh"
-command -v fio >/dev/null || skip "no fio"
-
-vfio() {	# NAME MODE(write|verify)
-	local extra=(--do_verify=1)
-	[[ $2 == verify ]] && extra=(--verify_only=1)
-	fio --name="$1" --directory="$MNT/arrays" --filename="$1" --size=8M \
-		--rw=randwrite --bsrange=4k-64k --verify=crc32c --verify_fatal=1 \
-		--randseed=7 "${extra[@]}" --output="$T/$1.out" ||
-		{ cat "$T/$1.out"; return 1; }
-}
+. "$(dirname "$0")/../helpers/poolfio.sh"
 
 GS_POOL="4 stripe+mirror 16K" gs_init 128M
 cd "$T"

@@ -588,6 +588,51 @@ static void test_online_replace(void **state)
 	online_replace("mirror", 2, 0);
 }
 
+/* Replace on the pool's own thread: throttled, refused twice, cancelled by close, finished. */
+static void test_background_replace(void **state)
+{
+	char np[320], info[4096];
+	struct gs_q *q;
+	int fd, i;
+
+	(void)state;
+	create(2, "mirror");
+	snprintf(np, sizeof(np), "%s/new", dir);
+	fd = open(np, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, MEMBER), 0);
+	close(fd);
+	q = open_pool("");
+	assert_non_null(q);
+	assert_int_equal(gs_q_pool_throttle(q, 256 * 1024), 0);	/* ~90 s for 24 MiB */
+	assert_int_equal(gs_q_pool_replace_start(q, 1, np), 0);
+	assert_int_equal(gs_q_pool_replace_start(q, 0, np), -EBUSY);
+	gs_q_pool_info(q, info, sizeof(info));
+	assert_non_null(strstr(info, "pool_rebuild: member 1 "));
+	assert_non_null(strstr(info, "pool_rebuild_rate: 262144\n"));
+	gs_q_close(q);	/* cancels: member 1 stays the old device */
+	q = open_pool(NULL);
+	assert_non_null(q);
+	gs_q_pool_info(q, info, sizeof(info));
+	assert_non_null(strstr(info, paths[1]));
+	assert_null(strstr(info, "pool_rebuild: "));
+	assert_null(strstr(info, "pool_rebuild_last: "));
+	/* unthrottled it runs to its end and takes the member's place */
+	assert_int_equal(gs_q_pool_replace_start(q, 1, np), 0);
+	for (i = 0; i < 600; i++) {
+		gs_q_pool_info(q, info, sizeof(info));
+		if (!strstr(info, "pool_rebuild: "))
+			break;
+		usleep(50000);
+	}
+	assert_non_null(strstr(info, "pool_rebuild_last: member 1 -> "));
+	assert_non_null(strstr(info, "/new: ok\n"));
+	assert_non_null(strstr(info, "pool_state: ok"));
+	assert_int_equal(gs_q_pool_verify(q, 0, NULL, NULL), 0);
+	gs_q_close(q);
+	unlink(np);
+}
+
 /* The device model holds each completion until the model's time (a lower bound only). */
 static void test_model(void **state)
 {
@@ -624,6 +669,7 @@ int main(void)
 		cmocka_unit_test(test_bad_members),
 		cmocka_unit_test(test_model),
 		cmocka_unit_test(test_online_replace),
+		cmocka_unit_test(test_background_replace),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
