@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <syslog.h>
 #include <time.h>
 #include <unistd.h>
@@ -369,6 +370,127 @@ static void start_attach(struct gs_attach_srv **att, struct gs_fs *fs, struct fu
 		fprintf(stderr, "gstorefs: no attach socket for %s: %s\n", mnt, strerror(-ret));
 }
 
+/*
+ * `mount -o remount,ro DIR` runs the helper again: mount.fuse3 calls
+ * `gstorefs IMAGE DIR -o remount,ro,...` (mount(8)'s merged options).  A new
+ * daemon would find the image in use; a remount is the kernel's business:
+ * mount(2) with MS_REMOUNT and the flags named.  The daemon serving DIR sees
+ * the superblock change and follows it (fs/fuse/remount.c); this waits until
+ * it has, so a remount read-only returns with the image written back and clean.
+ */
+static const struct {
+	const char *name;
+	unsigned long set, clear;
+} mount_words[] = {
+	{ "ro", MS_RDONLY, 0 }, { "rw", 0, MS_RDONLY },
+	{ "noexec", MS_NOEXEC, 0 }, { "exec", 0, MS_NOEXEC },
+	{ "sync", MS_SYNCHRONOUS, 0 }, { "async", 0, MS_SYNCHRONOUS },
+	{ "dirsync", MS_DIRSYNC, 0 },
+	{ "noatime", MS_NOATIME, 0 }, { "atime", 0, MS_NOATIME },
+	{ "nodiratime", MS_NODIRATIME, 0 }, { "diratime", 0, MS_NODIRATIME },
+	{ "relatime", MS_RELATIME, 0 }, { "norelatime", 0, MS_RELATIME },
+	{ "strictatime", MS_STRICTATIME, 0 },
+	{ "lazytime", MS_LAZYTIME, 0 }, { "nolazytime", 0, MS_LAZYTIME },
+};
+
+/* The value of "KEY: " in DIR/.gstore/info, or -1 (no mount of gstorefs there). */
+static long info_field(const char *mnt, const char *key)
+{
+	char path[PATH_MAX], line[256];
+	size_t klen = strlen(key);
+	long v = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/.gstore/info", mnt);
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, key, klen) && line[klen] == ':')
+			v = strtol(line + klen + 1, NULL, 10);
+	fclose(f);
+	return v;
+}
+
+/* @opts: every -o word given, comma-separated.  Returns the exit status. */
+static int remount(const char *mnt, char *opts)
+{
+	unsigned long flags = MS_REMOUNT | MS_NOSUID | MS_NODEV;	/* always, as mounted */
+	long ro;
+
+	for (char *w = strtok(opts, ","); w; w = strtok(NULL, ",")) {
+		for (size_t i = 0; i < sizeof(mount_words) / sizeof(mount_words[0]); i++) {
+			if (!strcmp(w, mount_words[i].name)) {
+				flags = (flags & ~mount_words[i].clear) | mount_words[i].set;
+				break;
+			}
+		}
+		/* gstore's own options (cache=, ...) need a new mount: as
+		 * mount(8) does with most filesystems, they are not changed */
+	}
+	ro = info_field(mnt, "read_only");
+	if (ro < 0) {
+		fprintf(stderr, "gstorefs: %s is not a gstorefs mount\n", mnt);
+		return 1;
+	}
+	if (ro == 1 && !(flags & MS_RDONLY) && info_field(mnt, "rw_allowed") == 0) {
+		fprintf(stderr, "gstorefs: %s was mounted read-only (or is until fsck): unmount "
+			"it and mount it read-write\n", mnt);
+		return 1;
+	}
+	if (mount(NULL, mnt, NULL, flags, NULL)) {
+		fprintf(stderr, "gstorefs: remount %s: %s\n", mnt, strerror(errno));
+		return 1;
+	}
+	/* the daemon writes back what is dirty first: the time an unmount's
+	 * exit takes (gstorefs(8), UNMOUNTING), bounded the same way */
+	for (double t0 = mono_s(); mono_s() - t0 < 600;) {
+		ro = info_field(mnt, "read_only");
+		if (ro == !!(flags & MS_RDONLY))
+			return 0;
+		if (ro < 0)
+			break;
+		usleep(20000);
+	}
+	fprintf(stderr, "gstorefs: remounted %s, but its daemon %s\n", mnt,
+		ro < 0 ? "is gone" : "has not followed (see its log)");
+	return 1;
+}
+
+/* The -o words of argv, comma-joined, when one is "remount" (and *mnt, the
+ * second argument that is no option); else NULL. */
+static char *remount_opts(int argc, char **argv, const char **mnt)
+{
+	char *all = NULL, *w;
+	size_t len = 0;
+	int found = 0, nonopts = 0;
+
+	for (int i = 1; i < argc; i++) {
+		const char *o = !strcmp(argv[i], "-o") && i + 1 < argc ? argv[++i] :
+				!strncmp(argv[i], "-o", 2) ? argv[i] + 2 : NULL;
+		char *n;
+
+		if (!o) {
+			if (argv[i][0] != '-' && ++nonopts == 2)
+				*mnt = argv[i];
+			continue;
+		}
+		n = realloc(all, len + strlen(o) + 2);
+		if (!n)
+			break;
+		all = n;
+		len += (size_t)sprintf(all + len, "%s%s", len ? "," : "", o);
+	}
+	for (char *p = all; p && (w = strstr(p, "remount")); p = w + 7)
+		if ((w == all || w[-1] == ',') && (w[7] == ',' || !w[7]))
+			found = 1;
+	if (!found || !*mnt) {
+		free(all);
+		return NULL;
+	}
+	return all;
+}
+
 int main(int argc, char **argv)
 {
 	struct conf c = { .timeout = -1, .readahead = 4096 };
@@ -380,13 +502,21 @@ int main(int argc, char **argv)
 	struct gs_fs *fs = NULL;
 	struct fuse_session *se;
 	struct gs_attach_srv *att = NULL;
+	struct gs_fuse_watch *watch = NULL;
 	sigset_t sigs, oldsigs;
-	char *fsname = NULL, imgpath[PATH_MAX];
+	char *fsname = NULL, imgpath[PATH_MAX], *rmopts;
+	const char *rmnt = NULL;
 	int wfd = -1, ret = 1;
 	double t_end = 0;
 
 	if (!strncmp(basename(argv[0]), "mount.", 6))
 		argc = strip_mount_flags(argc, argv);
+	rmopts = remount_opts(argc, argv, &rmnt);
+	if (rmopts) {
+		ret = remount(rmnt, rmopts);
+		free(rmopts);
+		return ret;
+	}
 	args = (struct fuse_args)FUSE_ARGS_INIT(argc, argv);
 	gs_set_log_func(log_msg, NULL);
 
@@ -442,6 +572,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "gstorefs: read-ahead stays the kernel's: %s\n", strerror(-ret));
 	ret = 1;
 	start_attach(&att, fs, se, o.mountpoint);	/* before the unblock: its thread too */
+	ret = gs_fuse_watch_start(&watch, gf, o.mountpoint);
+	if (ret < 0)
+		fprintf(stderr, "gstorefs: remounts of %s not followed: %s\n", o.mountpoint,
+			strerror(-ret));
+	ret = 1;
 	pthread_sigmask(SIG_SETMASK, &oldsigs, NULL);
 	daemon_ready(wfd, 0);
 	wfd = -1;
@@ -449,6 +584,7 @@ int main(int argc, char **argv)
 	ret = run_loop(se, &o, &c) ? 1 : 0;
 	t_end = say_unmounting(fs, c.image);
 
+	gs_fuse_watch_stop(watch);
 	gs_attach_stop(att);
 	fuse_session_unmount(se);
 remove_handlers:

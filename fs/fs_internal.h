@@ -245,6 +245,7 @@ struct gs_fs {
 	struct gs_layout l;
 	struct gs_dsuper sb;	/* current superblock image (under ns) */
 	bool rdonly;
+	bool ro_fixed;		/* no remount read-write: opened read-only, or until fsck */
 	bool sb_from_copy;	/* the primary superblock was bad */
 	int lock_fd;
 	char *path;
@@ -292,6 +293,9 @@ void jnl_destroy(struct gs_fs *fs);
 int jnl_replay(struct gs_fs *fs, uint64_t *replayed);
 int jnl_sync(struct gs_fs *fs, bool data);
 int jnl_checkpoint(struct gs_fs *fs);
+/* Commit everything, mark the superblock clean and checkpoint, even while
+ * rdonly: the last writes of an unmount or of a remount read-only. */
+int jnl_write_clean(struct gs_fs *fs);
 /* gs_cache_flush() that keeps flush_seq/flush_done (see can_bypass()). */
 int fs_flush_all(struct gs_fs *fs);
 void jnl_op_begin(struct gs_fs *fs);

@@ -595,14 +595,14 @@ out:
 	return ret;
 }
 
-int jnl_sync(struct gs_fs *fs, bool data)
+/* Commit what was done before this call and wait for it (also while rdonly:
+ * the last commit of a filesystem going read-only, gs_fs_remount()). */
+static int commit_wait(struct gs_fs *fs, bool data)
 {
 	struct journal *j = &fs->j;
 	uint64_t ticket;
 	int ret = 0;
 
-	if (fs->rdonly)
-		return 0;
 	pthread_mutex_lock(&j->mu);
 	ticket = ++j->req;
 	while (j->done < ticket) {
@@ -628,6 +628,30 @@ int jnl_sync(struct gs_fs *fs, bool data)
 	pthread_mutex_unlock(&j->mu);
 	if (!ret && fs->error)
 		ret = fs->error;
+	return ret;
+}
+
+int jnl_sync(struct gs_fs *fs, bool data)
+{
+	if (fs->rdonly)
+		return 0;
+	return commit_wait(fs, data);
+}
+
+int jnl_write_clean(struct gs_fs *fs)
+{
+	int ret = commit_wait(fs, true);
+
+	if (ret < 0)
+		return ret;
+	/* the checkpoint empties the journal and writes both superblocks after
+	 * its flush: they carry the clean flag */
+	pthread_mutex_lock(&fs->ns);
+	fs->sb.state = st32(ld32(fs->sb.state) | GS_STATE_CLEAN);
+	pthread_mutex_unlock(&fs->ns);
+	pthread_mutex_lock(&fs->j.cmu);
+	ret = fs->error ? fs->error : checkpoint_locked(fs);
+	pthread_mutex_unlock(&fs->j.cmu);
 	return ret;
 }
 
@@ -725,7 +749,10 @@ static void *commit_thread(void *arg)
 
 int jnl_start_thread(struct gs_fs *fs)
 {
-	int ret = pthread_create(&fs->j.thread, NULL, commit_thread, fs);
+	int ret;
+
+	fs->j.stop = false;	/* stopped before: a remount read-write */
+	ret = pthread_create(&fs->j.thread, NULL, commit_thread, fs);
 
 	if (ret)
 		return -ret;

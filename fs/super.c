@@ -287,6 +287,7 @@ int fs_open_common(struct gs_fs **fsp, const struct gs_fs_opts *o, bool for_fsck
 	if (!fs)
 		return -ENOMEM;
 	fs->rdonly = o->flags & GS_FS_RDONLY;
+	fs->ro_fixed = fs->rdonly;
 	fs->path = strdup(o->path);
 	pthread_mutex_init(&fs->ns, NULL);
 	pthread_mutex_init(&fs->lease_mu, NULL);
@@ -439,6 +440,7 @@ int gs_fs_mount(struct gs_fs **fsp, const struct gs_fs_opts *o)
 				goto close;
 			fs->rdonly = true;
 		}
+		fs->ro_fixed = true;
 		gs_err("gstore: %s: mounted read-only: run fsck -y", fs->path);
 		ret = 0;
 	}
@@ -475,15 +477,7 @@ int gs_fs_unmount(struct gs_fs *fs)
 		return 0;
 	jnl_stop_thread(fs);
 	if (!fs->rdonly && !fs->error) {
-		ret = jnl_sync(fs, true);
-		if (!ret) {
-			/* the checkpoint empties the journal and writes both
-			 * superblocks after its flush: they carry the clean flag */
-			pthread_mutex_lock(&fs->ns);
-			fs->sb.state = st32(ld32(fs->sb.state) | GS_STATE_CLEAN);
-			pthread_mutex_unlock(&fs->ns);
-			ret = jnl_checkpoint(fs);
-		}
+		ret = jnl_write_clean(fs);
 	} else if (!fs->rdonly && fs->error) {
 		ret = fs->error;
 	}
@@ -492,6 +486,44 @@ int gs_fs_unmount(struct gs_fs *fs)
 		ret = r;
 	fs_close_common(fs);
 	return ret;
+}
+
+int gs_fs_remount(struct gs_fs *fs, unsigned flags)
+{
+	bool ro = flags & GS_FS_RDONLY;
+	int ret;
+
+	if (ro == __atomic_load_n(&fs->rdonly, __ATOMIC_ACQUIRE))
+		return 0;
+	if (ro) {
+		/* Writers are refused first, then what they did is written back
+		 * (the kernel has flushed and stopped its writers already; an
+		 * attach client's write that passed its check just before can
+		 * still land after the checkpoint, as it could after a crash). */
+		__atomic_store_n(&fs->rdonly, true, __ATOMIC_RELEASE);
+		jnl_stop_thread(fs);
+		if (fs->error)
+			return 0;	/* nothing can be written anyway */
+		ret = jnl_write_clean(fs);
+		if (ret < 0)
+			gs_err("gstore: %s: write-back for the read-only remount failed: %s",
+			       fs->path, strerror(-ret));
+		return ret;
+	}
+	if (fs->ro_fixed)
+		return -EROFS;
+	if (fs->error)
+		return fs->error;
+	pthread_mutex_lock(&fs->ns);
+	fs->sb.state = st32(ld32(fs->sb.state) & ~GS_STATE_CLEAN);
+	pthread_mutex_unlock(&fs->ns);
+	ret = sb_write(fs);
+	if (!ret)
+		ret = jnl_start_thread(fs);
+	if (ret < 0)
+		return ret;
+	__atomic_store_n(&fs->rdonly, false, __ATOMIC_RELEASE);
+	return 0;
 }
 
 int gs_fs_sync(struct gs_fs *fs)
@@ -574,10 +606,11 @@ int gs_fs_info_text(struct gs_fs *fs, char *buf, size_t size)
 		     "inodes_free: %" PRIu64 "\n"
 		     "journal_blocks: %" PRIu64 "\n"
 		     "read_only: %d\n"
+		     "rw_allowed: %d\n"
 		     "errors: %d\n"
 		     "mount_count: %u\n",
 		     GS_FORMAT_VERSION, uuid, label, fs->path, fs->bs, sf.blocks, sf.bfree,
-		     sf.files, sf.ffree, fs->l.journal_blocks, fs->rdonly,
+		     sf.files, sf.ffree, fs->l.journal_blocks, fs->rdonly, !fs->ro_fixed,
 		     (state & GS_STATE_ERRORS) || fs->error ? 1 : 0, ld32(fs->sb.mount_count));
 	/* a pool's layout, stripe unit and members (nothing for one device) */
 	if (n >= 0 && (size_t)n < size) {

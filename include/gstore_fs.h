@@ -80,6 +80,14 @@ struct gs_fs_opts {
 int gs_fs_mount(struct gs_fs **fsp, const struct gs_fs_opts *o);
 /* Flush everything, mark clean, close.  Returns the flush's result. */
 int gs_fs_unmount(struct gs_fs *fs);
+/*
+ * Read-only (@flags has GS_FS_RDONLY) or read-write while mounted, as a
+ * remount: going read-only writes everything back and marks the image clean
+ * (consistent on the device as after an unmount); writes then give EROFS.
+ * Read-write again: -EROFS for a filesystem opened read-only or read-only
+ * until fsck.  Not to be called concurrently with itself.
+ */
+int gs_fs_remount(struct gs_fs *fs, unsigned flags);
 /* The mount point of @image's gstorefs mount (malloc'ed), or NULL. */
 char *gs_fs_find_mount(const char *image);
 

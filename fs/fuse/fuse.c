@@ -37,7 +37,7 @@ struct gs_fuse {
 	struct fuse_session *se;
 	struct gs_vreg *vreg;
 	double timeout;
-	unsigned rdonly;
+	unsigned rdonly;		/* a remount changes it: rd_only() */
 	unsigned readahead;		/* bytes, 0: the kernel's default */
 	pthread_key_t buf_key;		/* per worker thread read buffer */
 	struct gs_fuse_counters cnt;	/* updated with relaxed atomics */
@@ -55,6 +55,11 @@ static const struct gs_vops *const vtypes[] = {
 };
 _Static_assert(sizeof(vtypes) / sizeof(vtypes[0]) == GS_T_NTYPES,
 	       "vtypes[] needs one slot per enum gs_obj_type");
+
+static unsigned rd_only(struct gs_fuse *gf)
+{
+	return __atomic_load_n(&gf->rdonly, __ATOMIC_ACQUIRE);
+}
 
 static const struct gs_vops *vtype(uint32_t type)
 {
@@ -385,7 +390,7 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	if (!mask) {		/* e.g. ctime only: report what is there */
 		ret = gs_fs_getattr(gf->fs, ino, &out);
 	} else {
-		ret = gf->rdonly ? -EROFS : gs_fs_setattr(gf->fs, ino, &in, mask, &out);
+		ret = rd_only(gf) ? -EROFS : gs_fs_setattr(gf->fs, ino, &in, mask, &out);
 	}
 	if (!ret && (mask & GS_SET_SIZE)) {
 		kill_priv(req, ino, 0);
@@ -404,7 +409,7 @@ static int check_mutable(struct gs_fuse *gf, fuse_ino_t parent, const char *name
 {
 	if (gs_is_vino(parent) || is_meta_name(parent, name))
 		return -EPERM;
-	if (gf->rdonly)
+	if (rd_only(gf))
 		return -EROFS;
 	if (strlen(name) > GS_NAME_MAX)
 		return -ENAMETOOLONG;
@@ -572,7 +577,7 @@ static int open_vnode(struct gs_fuse *gf, fuse_ino_t ino, struct fuse_file_info 
 		return -EISDIR;
 	if (!vn->ops->open || (wr && !vn->ops->write))
 		return -EACCES;
-	if (wr && gf->rdonly)
+	if (wr && rd_only(gf))
 		return -EROFS;
 	f = calloc(1, sizeof(*f));
 	if (!f)
@@ -634,7 +639,7 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			release_vnode(gf, fi);
 		return;
 	}
-	if (gf->rdonly && (fi->flags & (O_ACCMODE | O_TRUNC)) != O_RDONLY)
+	if (rd_only(gf) && (fi->flags & (O_ACCMODE | O_TRUNC)) != O_RDONLY)
 		return reply_status(req, -EROFS);
 	ret = gs_fs_open(gf->fs, ino, fi->flags);
 	if (ret < 0)
@@ -853,7 +858,7 @@ static void fs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 		ret = -EOPNOTSUPP;	/* as fallocate(2) */
 	else if (off < 0 || len <= 0)
 		ret = -EINVAL;
-	else if (gf->rdonly)
+	else if (rd_only(gf))
 		ret = -EROFS;
 	else
 		ret = gs_fs_fallocate(gf->fs, ino, mode, (uint64_t)off, (uint64_t)len);
@@ -1113,7 +1118,7 @@ static void fs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 		ret = -EOPNOTSUPP;
 	else if (gs_is_vino(ino))
 		ret = -EPERM;
-	else if (gf->rdonly)
+	else if (rd_only(gf))
 		ret = -EROFS;
 	else if (flags & ~(XATTR_CREATE | XATTR_REPLACE))
 		ret = -EINVAL;
@@ -1132,7 +1137,7 @@ static void fs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 		ret = -ENODATA;
 	else if (gs_is_vino(ino))
 		ret = -EPERM;
-	else if (gf->rdonly)
+	else if (rd_only(gf))
 		ret = -EROFS;
 	else
 		ret = gs_fs_removexattr(gf->fs, ino, name);
@@ -1287,12 +1292,21 @@ void gs_fuse_destroy(struct gs_fuse *gf)
 	free(gf);
 }
 
+int gs_fuse_remount(struct gs_fuse *gf, int ro)
+{
+	int ret = gs_fs_remount(gf->fs, ro ? GS_FS_RDONLY : 0);
+
+	if (!ret)
+		__atomic_store_n(&gf->rdonly, ro ? 1u : 0u, __ATOMIC_RELEASE);
+	return ret;
+}
+
 /*
  * The mount's device number from /proc/self/mountinfo: stat(2) on the mount
  * point would wait for FUSE_INIT, which only the session loop answers.  The
  * last matching line is the mount on top.
  */
-static int mount_dev(const char *mnt, unsigned *maj, unsigned *min)
+int gs_fuse_mount_dev(const char *mnt, unsigned *maj, unsigned *min)
 {
 	char *line = NULL, path[PATH_MAX];
 	size_t cap = 0;
@@ -1331,7 +1345,7 @@ int gs_fuse_set_readahead(struct gs_fuse *gf, const char *mnt)
 
 	if (!gf->readahead)
 		return 0;
-	ret = mount_dev(mnt, &maj, &min);
+	ret = gs_fuse_mount_dev(mnt, &maj, &min);
 	if (ret < 0)
 		return ret;
 	snprintf(attr, sizeof(attr), "/sys/class/bdi/%u:%u/read_ahead_kb", maj, min);

@@ -193,4 +193,8 @@ struct gs_fuse_counters {
 };
 void gs_fuse_get_counters(struct gs_fuse *gf, struct gs_fuse_counters *c);
 
+/* The device number (major:minor) of the FUSE mount at @mnt, from
+ * /proc/self/mountinfo (no request to this daemon).  0 or -errno. */
+int gs_fuse_mount_dev(const char *mnt, unsigned *maj, unsigned *min);
+
 #endif /* GS_FS_FUSE_INTERNAL_H */

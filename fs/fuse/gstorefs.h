@@ -37,4 +37,19 @@ void gs_fuse_destroy(struct gs_fuse *gf);
  * needs root).  0, or -errno (nothing changed). */
 int gs_fuse_set_readahead(struct gs_fuse *gf, const char *mnt);
 
+/* Read-only (@ro) or read-write: gs_fs_remount() and the session's own
+ * refusals (EROFS).  0, or -errno (nothing changed). */
+int gs_fuse_remount(struct gs_fuse *gf, int ro);
+
+/*
+ * Remounts (mount -o remount,ro|rw by any tool: the kernel changes the
+ * superblock's flags and tells no FUSE daemon) are followed by a thread that
+ * watches /proc/self/mountinfo and calls gs_fuse_remount() when the mount's
+ * ro/rw changes (fs/fuse/remount.c).  Start after fuse_session_mount(), with
+ * the termination signals blocked; stop before gs_fuse_destroy().
+ */
+struct gs_fuse_watch;
+int gs_fuse_watch_start(struct gs_fuse_watch **wp, struct gs_fuse *gf, const char *mnt);
+void gs_fuse_watch_stop(struct gs_fuse_watch *w);
+
 #endif /* GS_FS_FUSE_GSTOREFS_H */
