@@ -97,9 +97,15 @@ CU_SRCS := $(shell find . -name '*.cu' -not -path './build*' -not -path './.*' 2
 CU_OBJS := $(CU_SRCS:./%.cu=$(B)/cuda/%.o)
 CU_LIB_OBJS := $(patsubst %.cu,$(B)/cuda/%.o,$(sort $(wildcard gpuq/cuda/*.cu)))
 CUDA_LIB := $(B)/libgstore_cuda.a
+# and libgstore_cuda.so (for ctypes: python/gstore): the same objects, the CUDA runtime
+# linked in statically, needing libgstore.so.0, exporting only the gs_* of public headers
+CUDA_SO_NAME := libgstore_cuda.so.$(SOVERSION)
+CUDA_SO_FILE := libgstore_cuda.so.$(VERSION)
+CUDA_SO := $(B)/$(CUDA_SO_FILE)
+CUDA_SO_LINKS := $(B)/$(CUDA_SO_NAME) $(B)/libgstore_cuda.so
 NVFLAGS := -arch=sm_90 -std=c++17 -Iinclude -Iuapi -Xcompiler -Wall,-fPIC
 ifneq ($(NVCC),)
-ALL_CU := $(CU_OBJS) $(CUDA_LIB)
+ALL_CU := $(CU_OBJS) $(CUDA_LIB) $(CUDA_SO_LINKS)
 endif
 
 .PHONY: all check asan tsan check-tsan deps deps-test demo bench install clean help cuda lib progs tests kmod
@@ -107,7 +113,7 @@ all: $(LIB) $(SO_LINKS) $(PROGS) $(UNIT_BINS) $(ITEST_BINS) $(ALL_CU)
 lib: $(LIB) $(SO_LINKS)
 progs: $(PROGS)
 tests: $(UNIT_BINS) $(ITEST_BINS)
-cuda: $(CU_OBJS) $(CUDA_LIB)
+cuda: $(CU_OBJS) $(CUDA_LIB) $(CUDA_SO_LINKS)
 
 # a change of compiler or flags rebuilds every object (make tracks files, not flags);
 # `make demo` and `make check` install their packages first (see deps: below)
@@ -177,9 +183,10 @@ $(B)/tests/%.o: tests/%.c $(FLAGS_STAMP)
 $(B)/tests/%: $(B)/tests/%.o $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS) $(TEST_LDLIBS)
 
+# hidden unless a public header says otherwise, as the C library's objects
 $(B)/cuda/gpuq/cuda/%.o: gpuq/cuda/%.cu
 	@mkdir -p $(@D)
-	$(NVCC) $(NVFLAGS) $(LIB_CPPFLAGS) -c -o $@ $<
+	$(NVCC) $(NVFLAGS) -Xcompiler -fvisibility=hidden $(LIB_CPPFLAGS) -c -o $@ $<
 
 # the attach server is the daemon's (fs/fuse/attach_srv.c): its tests link the front end's library
 $(B)/tests/unit/attach/%: $(B)/tests/unit/attach/%.o $(FUSE_LIB) $(LIB)
@@ -192,6 +199,14 @@ $(B)/cuda/%.o: %.cu
 $(CUDA_LIB): $(CU_LIB_OBJS)
 	rm -f $@
 	$(AR) rcs $@ $^
+
+$(CUDA_SO): $(CU_LIB_OBJS) $(SO_LINKS) $(SO_MAP)
+	$(NVCC) -shared -Xlinker -soname,$(CUDA_SO_NAME) -Xlinker --version-script=$(SO_MAP) \
+		-Xlinker --no-undefined -o $@ $(CU_LIB_OBJS) -L$(B) -lgstore
+
+$(CUDA_SO_LINKS): $(CUDA_SO)
+	ln -sf $(CUDA_SO_FILE) $(B)/$(CUDA_SO_NAME)
+	ln -sf $(CUDA_SO_NAME) $(B)/libgstore_cuda.so
 
 # tools named as helpers: mkfs.gstore / fsck.gstore are links to gstore
 links: $(PROGS)
@@ -242,7 +257,7 @@ PC_SED := -e 's|@PREFIX@|$(PREFIX)|' \
 	  -e 's|@VERSION@|$(VERSION)|'
 
 # what it installs, not the tests (no cmocka needed to install)
-install: lib progs links $(if $(NVCC),$(CUDA_LIB))
+install: lib progs links $(if $(NVCC),$(CUDA_LIB) $(CUDA_SO_LINKS))
 	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)
 	install -m 755 $(SO) $(DESTDIR)$(LIBDIR)/
 	ln -sf $(SO_FILE) $(DESTDIR)$(LIBDIR)/$(SO_NAME)
@@ -252,6 +267,9 @@ install: lib progs links $(if $(NVCC),$(CUDA_LIB))
 	sed $(PC_SED) lib/gstore.pc.in >$(DESTDIR)$(LIBDIR)/pkgconfig/gstore.pc
 	if [ -n "$(NVCC)" ]; then \
 		install -m 644 $(CUDA_LIB) $(DESTDIR)$(LIBDIR)/ && \
+		install -m 755 $(CUDA_SO) $(DESTDIR)$(LIBDIR)/ && \
+		ln -sf $(CUDA_SO_FILE) $(DESTDIR)$(LIBDIR)/$(CUDA_SO_NAME) && \
+		ln -sf $(CUDA_SO_NAME) $(DESTDIR)$(LIBDIR)/libgstore_cuda.so && \
 		sed $(PC_SED) lib/gstore-cuda.pc.in >$(DESTDIR)$(LIBDIR)/pkgconfig/gstore-cuda.pc; \
 	fi
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/share/man

@@ -8,7 +8,8 @@
 #
 # Env: OUT (logs; default build/gpu/out), GS_GPU_IMAGE (default
 # build/gpu/gs-gpu.img: on the disk, not tmpfs: O_DIRECT), GS_GPU_GIB (4),
-# GS_GPU_SKIP ("tests sanitizer fs hot bench" to leave parts out), GS_GPU_SWEEP
+# GS_GPU_SKIP ("tests sanitizer fs python hot bench" to leave parts out), GS_GPU_ONLY
+# (the same words: run only those parts), GS_GPU_SWEEP
 # (total queue depths for a gstore-bench io sweep, e.g. "64 128 256").
 # Exits 77 ("skip: no GPU") without a GPU, 1 if a test failed.
 set -u
@@ -20,7 +21,10 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
 	echo "skip: no GPU"
 	exit 77
 fi
-skip() { [[ " ${GS_GPU_SKIP:-} " == *" $1 "* ]]; }
+skip() {
+	[[ " ${GS_GPU_SKIP:-} " == *" $1 "* ]] ||
+		{ [[ -n ${GS_GPU_ONLY:-} ]] && [[ " $GS_GPU_ONLY " != *" $1 "* ]]; }
+}
 export GS_GPU_IMAGE=${GS_GPU_IMAGE:-$PWD/$B/gs-gpu.img}
 T0=$(date +%s)
 {
@@ -140,6 +144,19 @@ if [[ $topok == 1 ]] && ! skip fs; then
 	umount "$MNT" 2>/dev/null || fusermount3 -u "$MNT"
 fi
 
+# ---- the Python module (python/gstore): its own store and mount, ctypes over the .so files
+if [[ $topok == 1 ]] && ! skip python; then
+	echo "== python"
+	if make -j"$(nproc)" build/libgstore.so build/libgstore_cuda.so >>"$OUT/build-top.log" 2>&1
+	then
+		t python 300 python3 tests/gpu/t_python.py build "$B"
+	else
+		tail -20 "$OUT/build-top.log"
+		rows+=("FAIL  python (libgstore_cuda.so did not build)")
+		fail=1
+	fi
+fi
+
 if ! skip hot; then
 	echo "== bench: hot cache (its own slot)"
 	GS_BENCH_ONLY=hot timeout -k 5 "${GS_HOT_TIMEOUT:-90}" $B/bench "${GS_BENCH_SECS:-1}" \
@@ -184,7 +201,8 @@ fi
 {
 	echo
 	echo "==== gstore GPU path: $(nvidia-smi -L | head -1), $(( $(date +%s) - T0 )) s"
-	grep -hE "^(t_sysatomic|cam|bam|get|set|flush|check|t_attach|t_bfs|t_plain|[0-9]+ cats|cat |no cat)" \
+	grep -hE -e "^(t_sysatomic|cam|bam|get|set|flush|check|t_attach|t_bfs|t_plain|[0-9]+ cats|cat |no cat)" \
+		-e "^((PASS|FAIL)  python|t_python)" \
 		"$OUT/tests.log" | grep -vE "^(cam|bam): core" | cut -c1-400
 	printf '%s\n' "${rows[@]}"
 	[[ -f $OUT/gstore-bench.log ]] && tail -4 "$OUT/gstore-bench.log" | sed 's/^/gstore-bench io: /'

@@ -208,6 +208,19 @@ if [[ -z $NVCC ]]; then
 fi
 [[ -e $lib/libgstore_cuda.a && -e $lib/pkgconfig/gstore-cuda.pc ]] ||
 	fail "nvcc exists but the CUDA library or gstore-cuda.pc is not installed"
+# the shared one (python/gstore loads it with ctypes): gs_* of the public headers only
+cso=$lib/libgstore_cuda.so
+[[ -e $cso && -e $lib/libgstore_cuda.so.0 ]] || fail "libgstore_cuda.so is not installed"
+readelf -d "$cso" | grep -q 'SONAME.*\[libgstore_cuda\.so\.0\]' ||
+	fail "libgstore_cuda.so's soname is not libgstore_cuda.so.0"
+readelf -d "$cso" | grep -q 'NEEDED.*\[libgstore\.so\.0\]' ||
+	fail "libgstore_cuda.so does not need libgstore.so.0"
+nm -D --defined-only "$cso" | awk '$2 != "A" { sub(/@.*/, "", $3); print $3 }' | sort >"$tmp/cexp"
+bad=$(grep -v '^gs_' "$tmp/cexp" || true)
+[[ -z $bad ]] || fail "libgstore_cuda.so exports non-gs_ symbols:" $bad
+grep -qx gs_cuda_attach "$tmp/cexp" && grep -qx gs_cuda_read_rows "$tmp/cexp" ||
+	fail "libgstore_cuda.so lacks gs_cuda_attach or gs_cuda_read_rows"
+echo "libgstore_cuda.so exports $(wc -l <"$tmp/cexp") symbols, all gs_*"
 cat >"$src/prog.cu" <<'EOF'
 // SPDX-License-Identifier: MIT
 /* A CUDA program outside the tree: CAM reads of a file's blocks from a kernel. */

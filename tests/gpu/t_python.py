@@ -1,0 +1,204 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""The gstore Python module on the GPU machine (run by run-all.sh, part "python").
+
+    python3 tests/gpu/t_python.py [BUILD [WORKDIR]]
+
+Makes a store (gstore mkfs) in WORKDIR (default build/gpu: on the disk, for
+O_DIRECT), mounts it with gstorefs, writes feature arrays through the mount
+(float32 rows of 1 KiB, and 132-byte rows that straddle blocks), a graph,
+then through the module: attaches (gs_cuda_attach), gathers random rows into
+GPU memory and compares them with torch on the CPU copy, taking the buffer
+via __cuda_array_interface__ (torch.as_tensor, cupy.asarray) and DLPack
+(torch.from_dlpack), into a caller's tensor (out=), in several rounds of a
+small staging region; checks the errors; runs a few training steps
+(sample a batch on the graph, gather its features, forward/backward).
+Prints one PASS/FAIL line per check and the timings; exits 0, 1 (a check
+failed) or 77 (skip: no GPU, no torch, no libgstore_cuda.so).
+"""
+import errno
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build"))
+WORK = os.path.abspath(sys.argv[2] if len(sys.argv) > 2 else os.path.join(BUILD, "gpu"))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+os.environ.setdefault("GSTORE_LIBDIR", BUILD)
+
+try:
+    import numpy as np
+    import torch
+except ImportError as e:
+    print("skip: %s" % e)
+    sys.exit(77)
+if not torch.cuda.is_available():
+    print("skip: torch sees no GPU")
+    sys.exit(77)
+import gstore
+if not gstore.cuda_available():
+    print("skip: libgstore_cuda.so not built (make build/libgstore_cuda.so)")
+    sys.exit(77)
+
+fails = 0
+
+
+def check(name, cond, detail=""):
+    global fails
+    print("%s  python %s%s" % ("PASS" if cond else "FAIL", name, ": " + detail if detail else ""),
+          flush=True)
+    if not cond:
+        fails += 1
+
+
+def mount(img, mnt):
+    gs = os.path.join(BUILD, "bin")
+    subprocess.run([os.path.join(gs, "gstore"), "mkfs", "--size", "2G", img], check=True,
+                   stdout=subprocess.DEVNULL)
+    subprocess.run([os.path.join(gs, "gstorefs"), img, mnt], check=True)
+    for _ in range(200):
+        if os.path.exists(os.path.join(mnt, ".gstore", "info")):
+            return
+        time.sleep(0.05)
+    raise RuntimeError("gstorefs did not mount %s" % img)
+
+
+def umount(mnt):
+    for cmd in (["fusermount3", "-u", mnt], ["umount", mnt], ["umount", "-l", mnt]):
+        if shutil.which(cmd[0]) and subprocess.run(cmd, stderr=subprocess.DEVNULL).returncode == 0:
+            return
+
+
+def main():
+    os.makedirs(WORK, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix="t_python.", dir=WORK)
+    img, mnt = os.path.join(tmp, "fs.img"), os.path.join(tmp, "mnt")
+    os.mkdir(mnt)
+    mount(img, mnt)
+    try:
+        run(mnt)
+    finally:
+        umount(mnt)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run(mnt):
+    dev = torch.device("cuda")
+    rng = np.random.default_rng(1)
+    N, F = 65536, 256					# 64 MiB of 1 KiB rows
+    feat = rng.standard_normal((N, F), dtype=np.float32)
+    t0 = time.time()
+    gstore.create_array(os.path.join(mnt, "arrays", "feat"), feat).close()
+    print("wrote arrays/feat: %d x %d float32 in %.2f s" % (N, F, time.time() - t0))
+    odd = rng.standard_normal((5000, 33), dtype=np.float32)	# 132-byte rows
+    gstore.create_array(os.path.join(mnt, "arrays", "odd"), odd).close()
+    cpu = torch.from_numpy(feat)
+
+    a = gstore.open_array(os.path.join(mnt, "arrays", "feat"))
+    with a.cuda() as g:
+        rows = rng.integers(0, N, 4096)
+        t0 = time.time()
+        buf = g.gather(rows)
+        dt = time.time() - t0
+        x = torch.as_tensor(buf, device=dev)
+        want = cpu[torch.from_numpy(rows)]
+        check("cai", x.data_ptr() == buf.ptr and x.shape == (4096, F) and
+              x.dtype == torch.float32 and torch.equal(x.cpu(), want),
+              "4096 random 1 KiB rows via __cuda_array_interface__, no copy (%.3f s, %.0f rows/s)"
+              % (dt, 4096 / dt))
+        y = torch.from_dlpack(buf)
+        check("dlpack", y.data_ptr() == buf.ptr and torch.equal(y.cpu(), want),
+              "torch.from_dlpack, no copy")
+        del y
+        out = torch.empty((1000, F), dtype=torch.float32, device=dev)
+        rows2 = rng.integers(0, N, 1000)
+        r = g.gather(rows2, out=out)
+        check("out", r is out and torch.equal(out.cpu(), cpu[torch.from_numpy(rows2)]),
+              "into a caller's tensor")
+        rows3 = torch.arange(N - 10, N).tolist() + [0, 0, 5]
+        check("edges_repeats", torch.equal(torch.as_tensor(g.gather(rows3), device=dev).cpu(),
+                                           cpu[rows3]), "last rows, repeated rows")
+        check("host_copy", np.array_equal(g.gather([7, 3]).copy_to_host(), feat[[7, 3]]),
+              "DeviceBuffer.copy_to_host")
+        try:
+            import cupy
+            c = cupy.asarray(g.gather(rows2[:64]))
+            check("cupy", np.array_equal(cupy.asnumpy(c), feat[rows2[:64]]), "cupy.asarray")
+        except ImportError:
+            print("(no cupy)")
+        for bad, want_errno in (([N], errno.ERANGE), ([-1], errno.ERANGE)):
+            try:
+                g.gather(bad)
+                check("range", False, "row %r did not fail" % bad)
+            except gstore.GstoreError as e:
+                check("range", e.errno == want_errno and isinstance(e, IndexError), str(e))
+        try:
+            g.gather([1, 2, 3], out=torch.empty((2, F), device=dev))
+            check("out_small", False, "a too small out did not fail")
+        except gstore.GstoreError as e:
+            check("out_small", e.errno == errno.EINVAL, str(e))
+
+        # the CPU path for comparison: read_rows, then a host-to-device copy
+        t0 = time.time()
+        xc = torch.from_numpy(a.read_rows(rows)).to(dev)
+        torch.cuda.synchronize()
+        dc = time.time() - t0
+        check("cpu_path", torch.equal(xc, x), "read_rows + .to(cuda) %.3f s (%.0f rows/s)" %
+              (dc, 4096 / dc))
+
+    # several rounds through a 1 MiB staging region; rows straddling blocks
+    with gstore.CudaArray(os.path.join(mnt, "arrays", "odd"), buf_bytes=1 << 20) as g:
+        rows = rng.integers(0, 5000, 20000)
+        t0 = time.time()
+        x = torch.as_tensor(g.gather(rows), device=dev)
+        check("rounds_odd", torch.equal(x.cpu(), torch.from_numpy(odd)[torch.from_numpy(rows)]),
+              "20000 132-byte rows through a 1 MiB region (%.3f s)" % (time.time() - t0))
+    try:
+        gstore.CudaArray(os.path.join(mnt, "arrays", "nope"))
+        check("attach_missing", False, "no error")
+    except gstore.GstoreError as e:
+        check("attach_missing", e.errno == errno.ENOENT, str(e))
+
+    # a training loop's batches: sample on a mounted graph, gather the nodes' features
+    gdir = os.path.join(mnt, "graph", "g")
+    os.mkdir(gdir)
+    src = rng.integers(0, N, 8 * N)
+    dst = rng.integers(0, N, 8 * N)
+    with open(os.path.join(gdir, "ctl"), "w") as f:
+        f.write("directed\nvertices=%d\n" % N)
+    with open(os.path.join(gdir, "edges"), "w") as f:
+        f.write("".join("%d %d\n" % (u, v) for u, v in zip(src.tolist(), dst.tolist()) if u != v))
+    gr = gstore.open_graph(gdir)
+    model = torch.nn.Sequential(torch.nn.Linear(F, 64), torch.nn.ReLU(),
+                                torch.nn.Linear(64, 1)).to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    ok, steps, t0 = True, 5, time.time()
+    with gstore.CudaArray(os.path.join(mnt, "arrays", "feat")) as g:
+        for step in range(steps):
+            seeds = rng.integers(0, N, 256)
+            s = gr.sample(seeds, [10, 5], rng_seed=step)
+            xb = torch.as_tensor(g.gather(s.nodes), device=dev)
+            ok &= torch.equal(xb.cpu(), cpu[torch.from_numpy(s.nodes.astype(np.int64))])
+            loss = model(xb).square().mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    torch.cuda.synchronize()
+    check("train", ok and bool(torch.isfinite(loss)),
+          "%d steps: sample [10,5] of 256 seeds, gather ~%d rows, forward/backward "
+          "(%.2f s/step)" % (steps, len(s.nodes), (time.time() - t0) / steps))
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except Exception as e:		# a crash is a failed check, with its traceback
+        import traceback
+        traceback.print_exc()
+        check("run", False, repr(e))
+    print("t_python: %s" % ("FAIL" if fails else "PASS"))
+    sys.exit(1 if fails else 0)

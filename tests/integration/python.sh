@@ -1,0 +1,216 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# The gstore Python module (python/gstore) on a mounted store, no GPU:
+#  - create_array sets dtype/shape xattrs; rows read by the module (random,
+#    repeated, runs, slices, rows straddling blocks) equal numpy's and the
+#    file's own bytes; row_bytes / dtype overrides;
+#  - errors carry the errno and say what failed: a missing path (ENOENT), a
+#    row size that does not divide the file or a shape that does not match
+#    it (EINVAL), rows out of range (ERANGE, also an IndexError), a directory;
+#  - the same reads without numpy (bytes);
+#  - a mounted graph: info, degree and neighbours against the edge list,
+#    missing vertices ENOENT, sample() reproducible, with the documented
+#    structure (seeds first, fanouts respected, edges real);
+#  - the shared libraries load through ctypes (libgstore.so, and
+#    libgstore_cuda.so where it was built), libgstore_cuda exporting gs_* only.
+# timeout: 180
+. "$(dirname "$0")/../helpers/gsmount.sh"
+$PY -c 'import numpy' 2>/dev/null || skip "python3 with numpy is missing ($PY)"
+gs_init 256M
+gs_mount -o cache=16M
+export PYTHONPATH=$GS_ROOT/python GSTORE_LIBDIR=$GS_BUILD MNT
+
+$PY - <<'PY' || fail "arrays through the module"
+import errno, os, random
+import numpy as np
+import gstore
+
+mnt = os.environ["MNT"]
+p = os.path.join(mnt, "arrays", "feat")
+rng = np.random.default_rng(7)
+data = rng.standard_normal((1000, 33), dtype=np.float32)	# 132-byte rows straddle blocks
+a = gstore.create_array(p, data)
+assert os.getxattr(p, "user.gstore.dtype") == b"float32", os.getxattr(p, "user.gstore.dtype")
+assert os.getxattr(p, "user.gstore.shape") == b"1000,33"
+a.close()
+
+a = gstore.open_array(p)
+assert (a.shape, a.row_bytes, len(a), a.dtype) == ((1000, 33), 132, 1000, np.float32), a
+rows = [int(x) for x in rng.integers(0, 1000, 300)] + [5, 5, 999, 0, 1, 2, 3]
+got = a.read_rows(rows)
+assert got.shape == (len(rows), 33) and np.array_equal(got, data[rows])
+assert np.array_equal(a.read_rows(np.array(rows, dtype=np.int64)), data[rows])
+assert np.array_equal(a[10:40], data[10:40]) and np.array_equal(a[::97], data[::97])
+assert np.array_equal(a[-1], data[-1]) and np.array_equal(a[[7, 3]], data[[7, 3]])
+assert a.read_rows([]).shape == (0, 33)
+raw = open(p, "rb").read()
+assert raw == data.tobytes()
+assert a.read_bytes(4000, 300) == raw[4000:4300]
+out = np.empty((3, 33), np.float32)
+assert a.read_rows([9, 8, 7], out=out) is out and np.array_equal(out, data[[9, 8, 7]])
+
+# overrides: raw rows of 264 bytes (two float32 rows each), and another dtype
+b = gstore.Array(p, row_bytes=264)
+assert b.shape == (500, 264) and b.read_rows([3])[0].tobytes() == raw[3 * 264:4 * 264]
+c = gstore.Array(p, dtype="<u4", shape=(1000, 33))
+assert np.array_equal(c[17], data[17].view(np.uint32))
+
+def fails(want, fn, *args, **kw):
+    try:
+        fn(*args, **kw)
+    except gstore.GstoreError as e:
+        assert e.errno == want, (fn, args, e)
+        assert str(e), e
+        return e
+    raise AssertionError("%s%r did not fail" % (fn.__name__, args))
+
+e = fails(errno.ENOENT, gstore.open_array, os.path.join(mnt, "arrays", "nope"))
+assert "nope" in str(e) and "open array" in str(e), str(e)
+e = fails(errno.EINVAL, gstore.Array, p, row_bytes=128)
+assert "does not divide" in str(e), str(e)
+# 6-byte rows are not whole float32 elements
+fails(errno.EINVAL, gstore.Array, p, dtype="float32", shape=None, row_bytes=6)
+e = fails(errno.EINVAL, gstore.Array, p, shape=(999, 33))
+assert "the file has 132000" in str(e), str(e)
+fails(errno.EINVAL, gstore.Array, os.path.join(mnt, "arrays"))
+fails(errno.EINVAL, gstore.Array, p, dtype="no-such-type")
+for bad in ([1000], [-1], [0, 5000]):
+    e = fails(errno.ERANGE, a.read_rows, bad)
+    assert isinstance(e, IndexError) and "out of range (1000 rows)" in str(e), str(e)
+try:
+    a[1000]
+    raise AssertionError("a[1000] did not fail")
+except IndexError:
+    pass
+fails(errno.ERANGE, a.read_bytes, 131990, 20)
+fails(errno.EEXIST, gstore.create_array, p, data)
+fails(errno.EINVAL, a.read_rows, [1, 2], out=np.empty((1, 33), np.float32))
+# a shape xattr that no longer matches the file (someone truncated it)
+q = os.path.join(mnt, "arrays", "short")
+gstore.create_array(q, data[:10]).close()
+os.truncate(q, 100)
+e = fails(errno.EINVAL, gstore.open_array, q)
+assert "shape (10, 33)" in str(e), str(e)
+print("arrays: %d random rows equal numpy and the file; errors carry their errno" % len(rows))
+PY
+ok "arrays: rows and slices equal numpy and the file bytes, errors with errno"
+
+# without numpy: bytes, the same values
+$PY - <<'PY' || fail "arrays without numpy"
+import os, struct, sys
+sys.modules["numpy"] = None	# import numpy now raises ImportError
+import gstore
+p = os.path.join(os.environ["MNT"], "arrays", "feat")
+raw = open(p, "rb").read()
+a = gstore.open_array(p)
+assert a.shape == (1000, 33) and a.typestr == "<f4"
+got = a.read_rows([4, 999, 4])
+assert bytes(got) == raw[4 * 132:5 * 132] + raw[999 * 132:] + raw[4 * 132:5 * 132]
+assert a[2] == raw[264:396]
+try:
+    a.read_rows([1000])
+    raise AssertionError("no range error")
+except IndexError as e:
+    assert e.errno == 34
+print("arrays without numpy: bytes equal the file")
+PY
+ok "arrays without numpy"
+
+# a graph: mkdir, edges, then the module against the edge list
+G=$MNT/graph/g
+mkdir "$G" || fail "mkdir graph/g"
+$PY - "$T/edges.txt" <<'PY' || fail "make an edge list"
+import random, sys
+r = random.Random(3)
+n = 400
+edges = set()
+while len(edges) < 3000:
+    u, v = r.randrange(n), r.randrange(n)
+    if u != v:
+        edges.add((u, v))
+for u in range(0, 5):		# hubs: lists over a page
+    for v in range(n):
+        if v != u:
+            edges.add((u, v))
+with open(sys.argv[1], "w") as f:
+    for u, v in sorted(edges):
+        f.write("%d %d\n" % (u, v))
+    f.write("%d %d\n" % (n - 1, 0))
+PY
+printf 'directed\n' >"$G/ctl" || fail "ctl"
+cp "$T/edges.txt" "$G/edges" || fail "write edges"
+$PY - "$T/edges.txt" <<'PY' || fail "graphs through the module"
+import errno, os, sys
+import numpy as np
+import gstore
+
+adj = {}
+for l in open(sys.argv[1]):
+    u, v = map(int, l.split())
+    adj.setdefault(u, set()).add(v)
+nv = max(max(adj), max(max(s) for s in adj.values())) + 1
+g = gstore.open_graph(os.path.join(os.environ["MNT"], "graph", "g"))
+assert g.num_vertices == nv and g.num_edges == sum(len(s) for s in adj.values()), g.info
+assert g.directed and g.dense_ids
+for v in [0, 1, 4, 7, 100, nv - 1]:
+    want = sorted(adj.get(v, ()))
+    assert g.degree(v) == len(want), v
+    nb = g.neighbors(v)
+    assert nb.dtype == np.dtype("<u%d" % g.id_bytes) and nb.tolist() == want, v
+try:
+    g.degree(nv + 5)
+    raise AssertionError("no error for a missing vertex")
+except gstore.GstoreError as e:
+    assert e.errno == errno.ENOENT and "no such vertex" in str(e), e
+try:
+    gstore.open_graph(os.path.join(os.environ["MNT"], "graph", "nope"))
+    raise AssertionError("no error for a missing graph")
+except gstore.GstoreError as e:
+    assert e.errno == errno.ENOENT, e
+
+seeds = [7, 100, 7, 0, 399]
+s = g.sample(seeds, [5, 3], rng_seed=11)
+assert s.nodes[:4].tolist() == [7, 100, 0, 399], s.nodes[:5]
+assert len(s.hop_nodes) == 4 and len(s.hop_edges) == 3
+for h, f in enumerate([5, 3]):
+    src, dst = s.hop(h)
+    front = s.nodes[s.hop_nodes[h]:s.hop_nodes[h + 1]].tolist()
+    for v in front:
+        mine = dst[src == v].tolist()
+        assert len(mine) == min(f, len(adj.get(v, ()))), (h, v, mine)
+        assert mine == sorted(set(mine)) and set(mine) <= adj.get(v, set()), (h, v, mine)
+    assert set(src.tolist()) <= set(front)
+assert (s.nodes[s.src_pos] == s.src).all() and (s.nodes[s.dst_pos] == s.dst).all()
+assert len(set(s.nodes.tolist())) == len(s.nodes)
+t = g.sample(seeds, [5, 3], rng_seed=11)
+assert s.nodes.tolist() == t.nodes.tolist() and s.dst.tolist() == t.dst.tolist()
+u = g.sample(seeds, [5, 3], rng_seed=12)
+assert u.dst.tolist() != s.dst.tolist(), "another rng seed, the same sample"
+for bad in (([nv], [2]), ([1], []), ([1], [0]), ([1], [2000]), ([1], [1] * 9)):
+    try:
+        g.sample(*bad)
+        raise AssertionError("sample%r did not fail" % (bad,))
+    except gstore.GstoreError as e:
+        assert e.errno == errno.EINVAL, (bad, e)
+print("graph: degree/neighbors equal the edge list; sample %r" % s)
+PY
+ok "graphs: degree, neighbours and samples through the module"
+
+# the shared libraries through ctypes
+$PY - <<'PY' || fail "libraries"
+import gstore, subprocess
+print("libgstore:", gstore.library_path())
+if gstore.cuda_available():
+    so = gstore.library_path(cuda=True)
+    out = subprocess.run(["nm", "-D", "--defined-only", so], capture_output=True, text=True)
+    names = [l.split()[-1].split("@")[0] for l in out.stdout.splitlines() if " A " not in l]
+    bad = [n for n in names if not n.startswith("gs_")]
+    assert names and not bad, bad
+    assert "gs_cuda_read_rows" in names and "gs_cuda_err" not in names, names
+    print("libgstore_cuda: %s, %d exports, all gs_*" % (so, len(names)))
+else:
+    print("libgstore_cuda.so not built (no nvcc): the GPU path is not loaded")
+PY
+ok "libraries load"
+gs_umount
+echo PASS
