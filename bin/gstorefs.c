@@ -491,6 +491,43 @@ static char *remount_opts(int argc, char **argv, const char **mnt)
 	return all;
 }
 
+/*
+ * A second mount of a mounted image is another view of the same filesystem,
+ * as the kernel gives for a block device mounted twice (one superblock): a
+ * bind mount of the first, served by its daemon, which exits once both are
+ * unmounted.  Root only (mount(2)); with -f, which asks to run a daemon, the
+ * image stays refused as in use.  Returns the exit status, or -1: not mounted
+ * (or its daemon is gone): mount as usual.
+ */
+static int mount_again(const char *image, const char *mnt, int ro)
+{
+	unsigned long f = MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV | (ro ? MS_RDONLY : 0);
+	char *first = gs_fs_find_mount(image), info[PATH_MAX];
+	int ret = -1;
+
+	if (!first)
+		return -1;
+	snprintf(info, sizeof(info), "%s/.gstore/info", first);
+	if (access(info, R_OK))
+		goto out;	/* a dead mount: the usual path says so */
+	ret = 1;
+	if (mount(first, mnt, NULL, MS_BIND, NULL)) {
+		fprintf(stderr, "gstorefs: bind %s (%s's mount) on %s: %s\n", first, image, mnt,
+			strerror(errno));
+		goto out;
+	}
+	/* the bind's own flags: nosuid,nodev as always, ro if asked */
+	if (mount(NULL, mnt, NULL, f, NULL)) {
+		fprintf(stderr, "gstorefs: flags of %s: %s\n", mnt, strerror(errno));
+		umount2(mnt, MNT_DETACH);
+		goto out;
+	}
+	ret = 0;
+out:
+	free(first);
+	return ret;
+}
+
 int main(int argc, char **argv)
 {
 	struct conf c = { .timeout = -1, .readahead = 4096 };
@@ -543,6 +580,12 @@ int main(int argc, char **argv)
 	fc.rdonly = (unsigned)c.ro;
 	fc.timeout = c.timeout;
 	fc.readahead_kib = c.readahead;
+	if (geteuid() == 0 && !o.foreground) {
+		ret = mount_again(c.image, o.mountpoint, c.ro);
+		if (ret >= 0)
+			goto free_args;
+		ret = 1;
+	}
 
 	if (!o.foreground && daemon_fork(&wfd))
 		goto free_args;
