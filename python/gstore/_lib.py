@@ -132,6 +132,7 @@ def libgstore_cuda():
         _proto(lib, "gs_cuda_block_size", ctypes.c_uint32, vp)
         _proto(lib, "gs_cuda_nblocks", u64, vp)
         _proto(lib, "gs_cuda_error", ctypes.c_int, vp)
+        _proto(lib, "gs_cuda_debug", ctypes.c_int, vp, ctypes.c_char_p, sz)
         _proto(lib, "gs_cuda_read_rows", ctypes.c_int, vp, u64, vp, u64, vp, vp)
         _proto(lib, "gs_cuda_mem_alloc", ctypes.c_int, ctypes.POINTER(vp), sz)
         _proto(lib, "gs_cuda_mem_free", ctypes.c_int, vp)

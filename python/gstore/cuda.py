@@ -90,6 +90,31 @@ def _capsule_api():
     return api
 
 
+def dlpack_capsule(ptr, shape, typestr, device, owner):
+    """A "dltensor" capsule (DLManagedTensor) describing C-contiguous memory at @ptr on
+    @device ((DLDeviceType, id)); @owner stays alive until the consumer's deleter runs
+    (or the capsule dies unconsumed)."""
+    kind, bits = typestr[1], int(typestr[2:]) * 8
+    if kind not in _DL_CODES:
+        raise GstoreError(errno.EINVAL, "DLPack: no type for %r" % typestr)
+    api = _capsule_api()
+    mt = _DLManagedTensor()
+    dims = (ctypes.c_int64 * max(1, len(shape)))(*shape)
+    mt.dl_tensor.data = ptr
+    mt.dl_tensor.device = _DLDevice(*device)
+    mt.dl_tensor.ndim = len(shape)
+    mt.dl_tensor.dtype = _DLDataType(_DL_CODES[kind], bits, 1)
+    mt.dl_tensor.shape = dims
+    mt.dl_tensor.strides = None
+    mt.dl_tensor.byte_offset = 0
+    ctx = _next_ctx[0]
+    _next_ctx[0] += 1
+    mt.manager_ctx = ctx
+    mt.deleter = _dl_deleter
+    _alive[ctx] = (mt, dims, owner)
+    return api.PyCapsule_New(ctypes.addressof(mt), _CAPSULE_NAME, _capsule_dtor)
+
+
 class DeviceBuffer:
     """GPU memory from gs_cuda_mem_alloc(), freed when the last user (this object, or a
     tensor made from it without a copy) lets go."""
@@ -123,25 +148,7 @@ class DeviceBuffer:
     def __dlpack__(self, stream=None):
         """A DLPack capsule over this memory (no copy); @stream is not waited on: the data
         is complete already."""
-        kind, bits = self.typestr[1], int(self.typestr[2:]) * 8
-        if kind not in _DL_CODES:
-            raise GstoreError(errno.EINVAL, "DLPack: no type for %r" % self.typestr)
-        api = _capsule_api()
-        mt = _DLManagedTensor()
-        shape = (ctypes.c_int64 * max(1, len(self.shape)))(*self.shape)
-        mt.dl_tensor.data = self.ptr
-        mt.dl_tensor.device = _DLDevice(_KDLCUDA, self.device)
-        mt.dl_tensor.ndim = len(self.shape)
-        mt.dl_tensor.dtype = _DLDataType(_DL_CODES[kind], bits, 1)
-        mt.dl_tensor.shape = shape
-        mt.dl_tensor.strides = None
-        mt.dl_tensor.byte_offset = 0
-        ctx = _next_ctx[0]
-        _next_ctx[0] += 1
-        mt.manager_ctx = ctx
-        mt.deleter = _dl_deleter
-        _alive[ctx] = (mt, shape, self)	# the buffer lives while the consumer's tensor does
-        return api.PyCapsule_New(ctypes.addressof(mt), _CAPSULE_NAME, _capsule_dtor)
+        return dlpack_capsule(self.ptr, self.shape, self.typestr, (_KDLCUDA, self.device), self)
 
     def copy_to_host(self):
         """The contents as a numpy array (bytes without numpy)."""
@@ -206,6 +213,14 @@ class CudaArray(Closable):
     @property
     def block_size(self):
         return self._lib.gs_cuda_block_size(self._c)
+
+    def debug(self):
+        """gs_cuda_debug(3): the ring's counters in one line (safe while a gather runs)."""
+        if not self._c:
+            return "closed"
+        b = ctypes.create_string_buffer(1024)
+        self._lib.gs_cuda_debug(self._c, b, len(b))
+        return b.value.decode(errors="replace")
 
     def gather(self, rows, out=None, stream=None):
         """Rows rows[i] of the array, in that order, in GPU memory: a DeviceBuffer of shape

@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -45,6 +46,19 @@ if not gstore.cuda_available():
     sys.exit(77)
 
 fails = 0
+LIMIT = float(os.environ.get("GS_PY_LIMIT", "240"))	# run-all.sh's timeout is 300 s
+current = []	# the CudaArray in use, for the watchdog
+
+
+def watchdog(mnt):
+    """Past LIMIT seconds (a gather stuck in a kernel: the main thread waits in C),
+    print the ring's counters, detach the mount and exit: the timeout of run-all.sh
+    would kill us without either."""
+    time.sleep(LIMIT)
+    print("FAIL  python watchdog: still running after %.0f s; ring: %s" %
+          (LIMIT, current[-1].debug() if current else "none"), flush=True)
+    subprocess.run(["umount", "-l", mnt], stderr=subprocess.DEVNULL)
+    os._exit(1)
 
 
 def check(name, cond, detail=""):
@@ -79,6 +93,7 @@ def main():
     img, mnt = os.path.join(tmp, "fs.img"), os.path.join(tmp, "mnt")
     os.mkdir(mnt)
     mount(img, mnt)
+    threading.Thread(target=watchdog, args=(mnt,), daemon=True).start()
     try:
         run(mnt)
     finally:
@@ -100,6 +115,7 @@ def run(mnt):
 
     a = gstore.open_array(os.path.join(mnt, "arrays", "feat"))
     with a.cuda() as g:
+        current.append(g)
         rows = rng.integers(0, N, 4096)
         t0 = time.time()
         buf = g.gather(rows)
@@ -126,10 +142,12 @@ def run(mnt):
               "DeviceBuffer.copy_to_host")
         try:
             import cupy
+        except Exception as e:		# absent, or built for another CUDA
+            print("(no cupy: %r)" % e)
+            cupy = None
+        if cupy is not None:
             c = cupy.asarray(g.gather(rows2[:64]))
             check("cupy", np.array_equal(cupy.asnumpy(c), feat[rows2[:64]]), "cupy.asarray")
-        except ImportError:
-            print("(no cupy)")
         for bad, want_errno in (([N], errno.ERANGE), ([-1], errno.ERANGE)):
             try:
                 g.gather(bad)
@@ -152,6 +170,7 @@ def run(mnt):
 
     # several rounds through a 1 MiB staging region; rows straddling blocks
     with gstore.CudaArray(os.path.join(mnt, "arrays", "odd"), buf_bytes=1 << 20) as g:
+        current.append(g)
         rows = rng.integers(0, 5000, 20000)
         t0 = time.time()
         x = torch.as_tensor(g.gather(rows), device=dev)
@@ -178,6 +197,7 @@ def run(mnt):
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     ok, steps, t0 = True, 5, time.time()
     with gstore.CudaArray(os.path.join(mnt, "arrays", "feat")) as g:
+        current.append(g)
         for step in range(steps):
             seeds = rng.integers(0, N, 256)
             s = gr.sample(seeds, [10, 5], rng_seed=step)

@@ -196,6 +196,40 @@ print("graph: degree/neighbors equal the edge list; sample %r" % s)
 PY
 ok "graphs: degree, neighbours and samples through the module"
 
+# DLPack export (what torch.from_dlpack takes on the GPU), consumed here by numpy over
+# host memory: no copy, the owner kept alive until the consumer lets go, then released
+$PY - <<'PY' || fail "DLPack capsules"
+import gc
+import numpy as np
+from gstore import cuda
+
+class Host:
+    def __init__(self, a):
+        self.a = a
+    def __dlpack_device__(self):
+        return (1, 0)	# kDLCPU
+    def __dlpack__(self, stream=None):
+        return cuda.dlpack_capsule(self.a.ctypes.data, self.a.shape, self.a.dtype.str, (1, 0),
+                                   self.a)
+
+a = np.arange(12, dtype=np.float32).reshape(3, 4)
+ptr = a.ctypes.data
+b = np.from_dlpack(Host(a))
+del a
+gc.collect()
+assert b.ctypes.data == ptr and b.tolist() == np.arange(12.0).reshape(3, 4).tolist()
+assert len(cuda._alive) == 1, "the owner is not held while the consumer lives"
+del b
+gc.collect()
+assert not cuda._alive, "the consumer's deleter did not release the owner"
+cap = Host(np.zeros(3, np.int64)).__dlpack__()
+del cap		# never consumed: the capsule's destructor releases it
+gc.collect()
+assert not cuda._alive
+print("DLPack: consumed without a copy, released by the deleter and by an unused capsule")
+PY
+ok "DLPack capsules"
+
 # the shared libraries through ctypes
 $PY - <<'PY' || fail "libraries"
 import gstore, subprocess
