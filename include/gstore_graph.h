@@ -29,6 +29,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "gstore_graph_dev.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -262,6 +264,58 @@ int gs_graph_export_csr(struct gs_graph *g, const char *prefix);
 /* A read-only graph answered from those arrays with gs_fs_read (the same
  * cache); queries, queues and apps work on it. */
 int gs_graph_open_csr(struct gs_fs *fs, const char *prefix, struct gs_graph **gp);
+
+/* ---- k-hop neighbour sampling (GNN mini-batches) ----
+ *
+ * gs_graph_sample(): out-direction, vertex INDICES in and out.  The node
+ * list starts with the seeds (a seed given twice counts once), then hop h
+ * = 0 .. nhops-1 samples, for each node that hop h-1 added (hop 0: the
+ * seeds) in node-list order, fanouts[h] of its neighbours without
+ * replacement (all of them when its degree is <= fanouts[h]; a removed
+ * vertex has none): the positions gs_graph_sample_pick() of
+ * gstore_graph_dev.h chooses with gs_graph_rng(rng_seed, h, v, .), taken in
+ * list order, so in ascending neighbour index.  Each pick is an edge (v,
+ * u) of hop h, and u joins the node list when first seen (in edge order).
+ * Deterministic for a seed: gs_cuda_graph_sample() gives exactly these.
+ * The graph's pending updates are included (the GPU sees them only after
+ * a merge and gs_cuda_graph_sync()).
+ */
+struct gs_graph_sample {
+	uint64_t nnodes, nedges;
+	uint32_t nhops, rsvd;
+	/* nodes[hop_nodes[h] .. hop_nodes[h+1]) joined at hop h - 1 (h = 0: the seeds) */
+	uint64_t hop_nodes[GS_GRAPH_SAMPLE_MAX_HOPS + 2];
+	/* edges [hop_edges[h], hop_edges[h+1]) are hop h's */
+	uint64_t hop_edges[GS_GRAPH_SAMPLE_MAX_HOPS + 1];
+	uint64_t *nodes;		/* [nnodes] vertex indices */
+	uint64_t *src, *dst;		/* [nedges] vertex indices */
+	uint32_t *src_pos, *dst_pos;	/* [nedges] their positions in nodes */
+};
+/* Fills @out (arrays malloc'ed; gs_graph_sample_free()).  -EINVAL: a seed
+ * >= nv, nhops 0 or > GS_GRAPH_SAMPLE_MAX_HOPS, a fanout 0 or >
+ * GS_GRAPH_SAMPLE_MAX_FANOUT, or more than 2^32 - 1 nodes possible. */
+int gs_graph_sample(struct gs_graph *g, const uint64_t *seeds, uint32_t nseeds,
+		    const uint32_t *fanouts, uint32_t nhops, uint64_t rng_seed,
+		    struct gs_graph_sample *out);
+void gs_graph_sample_free(struct gs_graph_sample *s);
+/* The most nodes and edges a sample of these sizes can have. */
+int gs_graph_sample_bounds(uint32_t nseeds, const uint32_t *fanouts, uint32_t nhops,
+			   uint64_t *max_nodes, uint64_t *max_edges);
+
+/* ---- the device layout (gstore_graph_dev.h) ----
+ *
+ * What a reader that addresses the device itself needs (the GPU path of
+ * gstore_cuda_graph.h): the GTT of each direction as arrays, the removed
+ * vertices, and the extents of the pages objects, pinned by read leases
+ * until gs_graph_layout_put().  Only the merged pages are in it: pending
+ * updates are merged first (-EBUSY on a read-only handle that has some).
+ * A graph on another store (a test's memory store, the CSR engine) gets
+ * no extents (next 0), or -EOPNOTSUPP for the CSR engine.  No merge may
+ * run while a device reads through a layout; after one, get a new layout.
+ */
+struct gs_graph_layout;
+int gs_graph_layout_get(struct gs_graph *g, unsigned flags, struct gs_graph_layout **lp);
+void gs_graph_layout_put(struct gs_graph_layout *l);
 
 /* Counters of a handle (device pages are what the page reads cost). */
 struct gs_graph_stats {

@@ -95,21 +95,11 @@ static uint8_t *uv_put(uint8_t *p, uint64_t x)
 	return p;
 }
 
-/* One varint from [*p, end); false if it runs past @end or past 64 bits. */
+/* One varint from [*p, end); false if it runs past @end or past 64 bits
+ * (the decoder the GPU kernels use too, gstore_graph_dev.h). */
 static bool uv_get(const uint8_t **p, const uint8_t *end, uint64_t *x)
 {
-	uint64_t r = 0;
-
-	for (unsigned sh = 0; *p < end && sh < 64; sh += 7) {
-		uint8_t b = *(*p)++;
-
-		r |= (uint64_t)(b & 0x7f) << sh;
-		if (!(b & 0x80)) {
-			*x = r;
-			return true;
-		}
-	}
-	return false;
+	return gs_gp_uv(p, end, x);
 }
 
 static struct gs_graph_page_foot *page_foot(const struct gr_geom *gm, const void *page)
@@ -120,11 +110,6 @@ static struct gs_graph_page_foot *page_foot(const struct gr_geom *gm, const void
 static uint32_t tuple_off(const struct gr_geom *gm, const void *page, unsigned i)
 {
 	return gr_ld32(gr_page_tuple(gm, page, i) + gm->idw);
-}
-
-static uint64_t tuple_vertex(const struct gr_geom *gm, const void *page, unsigned i)
-{
-	return gr_ldid(gr_page_tuple(gm, page, i), gm->idw);
 }
 
 int gr_page_check(const struct gr_geom *gm, const void *page)
@@ -153,20 +138,12 @@ int gr_page_check(const struct gr_geom *gm, const void *page)
 
 int gr_page_find(const struct gr_geom *gm, const void *page, uint64_t v)
 {
-	unsigned lo = 0, hi = gr_page_count(gm, page);
+	struct gs_gp_geom g;
 
-	while (lo < hi) {
-		unsigned mid = lo + (hi - lo) / 2;
-		uint64_t x = tuple_vertex(gm, page, mid);
-
-		if (x == v)
-			return (int)mid;
-		if (x < v)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return -1;
+	/* the binary search a GPU kernel does too (gstore_graph_dev.h) */
+	gs_gp_init(&g, gm->page_size, gm->idw,
+		   (gm->weighted ? GS_GRAPH_F_WEIGHTED : 0) | (gm->varint ? GS_GRAPH_F_VARINT : 0));
+	return gs_gp_find(&g, page, v);
 }
 
 int64_t gr_page_degree(const struct gr_geom *gm, const void *page, unsigned i)
