@@ -20,7 +20,10 @@
  * by all queues, under bd->lock): writes land there, reads see them, a
  * flush writes them to the device (synchronously, on the poller that got
  * the flush) before the device flush.  At the cut the cache is discarded
- * and the device keeps exactly what earlier flushes put there.
+ * and the device keeps exactly what earlier flushes put there.  Queues
+ * opened with the same power=ID (a pool's members: gpuq/pool.c) share a
+ * power domain: one write count for powercut=N and one cut, so they lose
+ * their caches together as the devices of one machine do.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -41,9 +44,60 @@ struct fspec {
 	uint32_t tear;			/* bytes a torn write keeps */
 	int drop;
 	uint64_t powercut;		/* 0: no write cache */
+	uint64_t power_id;		/* power domain (0: its own) */
 	int dead_err;			/* after the cut: fail writes/flushes (0: drop) */
 	uint64_t m_iops, m_bps, m_lat_ns;	/* device model; 0: none */
 };
+
+/* A power domain: the queues with one power=ID (shared: atomics; list: power_lock). */
+struct power {
+	uint64_t id;
+	unsigned refs;			/* power_lock */
+	uint64_t nwrites;
+	int dead;
+	struct power *next;
+};
+
+static pthread_mutex_t power_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct power *powers;
+
+/* The domain @id, created (count 0, power on) if no queue holds it; NULL: ENOMEM. */
+static struct power *power_get(uint64_t id)
+{
+	struct power *pw;
+
+	pthread_mutex_lock(&power_lock);
+	for (pw = powers; pw && pw->id != id; pw = pw->next)
+		;
+	if (!pw) {
+		pw = calloc(1, sizeof(*pw));
+		if (pw) {
+			pw->id = id;
+			pw->next = powers;
+			powers = pw;
+		}
+	}
+	if (pw)
+		pw->refs++;
+	pthread_mutex_unlock(&power_lock);
+	return pw;
+}
+
+static void power_put(struct power *pw)
+{
+	struct power **pp;
+
+	if (!pw)
+		return;
+	pthread_mutex_lock(&power_lock);
+	if (!--pw->refs) {
+		for (pp = &powers; *pp != pw; pp = &(*pp)->next)
+			;
+		*pp = pw->next;
+		free(pw);
+	}
+	pthread_mutex_unlock(&power_lock);
+}
 
 struct cblock {
 	uint64_t blk;
@@ -60,6 +114,7 @@ struct gs_bdev {
 	struct fspec spec;
 	uint64_t nio, nwrites;		/* counted I/Os, writes since the spec was set */
 	int dead;			/* power was cut */
+	struct power *pw;		/* its power domain, NULL: none */
 	uint64_t busy_until;		/* model: when the device is free again (ns) */
 	/* the volatile write cache: hash of lba blocks */
 	struct cblock **hash;
@@ -210,6 +265,8 @@ static int parse_token(struct fspec *s, char *tok, uint32_t lba)
 	}
 	if (!strcmp(tok, "powercut"))
 		return parse_num(v, &s->powercut) || !s->powercut ? -EINVAL : 0;
+	if (!strcmp(tok, "power"))
+		return parse_num(v, &s->power_id) || !s->power_id ? -EINVAL : 0;
 	if (!strcmp(tok, "tear")) {
 		if (parse_num(v, &n) || n % lba || n > UINT32_MAX)
 			return -EINVAL;
@@ -240,17 +297,23 @@ static int parse_spec(struct fspec *s, const char *spec, uint32_t lba)
 
 int gs_fault_set(struct gs_bdev *bd, const char *spec)
 {
+	struct power *pw = NULL, *old;
 	struct fspec s;
 	int ret = parse_spec(&s, spec, bd->geom.lba_size);
 
 	if (ret)
 		return ret;
+	if (s.power_id && !(pw = power_get(s.power_id)))
+		return -ENOMEM;
 	pthread_mutex_lock(&bd->lock);
 	bd->spec = s;
 	bd->nio = 0;
 	bd->nwrites = 0;
 	bd->dead = 0;
+	old = bd->pw;
+	bd->pw = pw;
 	pthread_mutex_unlock(&bd->lock);
+	power_put(old);
 	return 0;
 }
 
@@ -611,6 +674,7 @@ free_bd:
 
 static void fault_close(struct gs_bdev *bd)
 {
+	power_put(bd->pw);
 	cache_discard(bd);
 	free(bd->hash);
 	pthread_mutex_destroy(&bd->lock);
@@ -709,6 +773,15 @@ static int decide(struct gs_bdev *bd, struct gs_bio *b, int64_t *res, int *wb,
 	}
 	if (b->op == GS_OP_WRITE)
 		w = ++bd->nwrites;
+	if (bd->pw) {
+		/* the domain counts the writes; another queue's cut is this one's too */
+		if (b->op == GS_OP_WRITE)
+			w = __atomic_add_fetch(&bd->pw->nwrites, 1, __ATOMIC_RELAXED);
+		if (!bd->dead && __atomic_load_n(&bd->pw->dead, __ATOMIC_ACQUIRE)) {
+			cache_discard(bd);
+			bd->dead = 1;
+		}
+	}
 	if (bd->dead && b->op != GS_OP_READ) {
 		/* after the power cut nothing reaches the device */
 		*res = s->dead_err ? -(int64_t)s->dead_err : b->op == GS_OP_WRITE ? (int64_t)b->len : 0;
@@ -719,6 +792,8 @@ static int decide(struct gs_bdev *bd, struct gs_bio *b, int64_t *res, int *wb,
 		if (w >= s->powercut) {
 			cache_discard(bd);
 			bd->dead = 1;
+			if (bd->pw)
+				__atomic_store_n(&bd->pw->dead, 1, __ATOMIC_RELEASE);
 			/* the write in flight at the cut is never acknowledged with dead=ERR */
 			*res = s->dead_err ? -(int64_t)s->dead_err : (int64_t)b->len;
 			ret = s->tear ? F_TEAR : F_DONE;

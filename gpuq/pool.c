@@ -300,7 +300,26 @@ static const char *layout_name(uint32_t layout)
 	       "stripe+mirror" : "stripe";
 }
 
-static int open_member(struct gs_bdev *bd, uint32_t i, const struct gs_q_params *p)
+/*
+ * A fault spec for every member with a power cut in it: the members get one
+ * power domain (gs_q_fault(3) power=ID), so they lose power together and
+ * powercut=N counts the pool's writes, as for one device.  @buf holds the
+ * result when it differs from @spec.
+ */
+static const char *power_spec(const char *spec, char *buf, size_t size)
+{
+	static uint64_t seq;
+	int n;
+
+	if (!spec || !strstr(spec, "powercut=") || strstr(spec, "power="))
+		return spec;
+	n = snprintf(buf, size, "%s,power=%llu", spec,
+		     (unsigned long long)__atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED));
+	return n < 0 || (size_t)n >= size ? spec : buf;
+}
+
+static int open_member(struct gs_bdev *bd, uint32_t i, const struct gs_q_params *p,
+		       const char *fault)
 {
 	struct gs_q_params mp = {
 		.path = bd->m[i].path,
@@ -310,10 +329,10 @@ static int open_member(struct gs_bdev *bd, uint32_t i, const struct gs_q_params 
 		.max_pollers = p->max_pollers ? p->max_pollers : 1,
 		.spin_us = p->spin_us,
 		.idle_ms = p->idle_ms,
-		.fault = p->fault,
+		.fault = fault,
 	};
 	struct gs_q_params plain = { .path = bd->m[i].path };
-	const char *f = p->fault;
+	const char *f = fault;
 	int ret;
 
 	/* "mK:SPEC" (gs_pool_fault's form) at open: SPEC for member K, "" for the others */
@@ -418,7 +437,8 @@ static void pool_free(struct gs_bdev *bd)
 static int pool_open(struct gs_bdev **bdp, const struct gs_q_params *p)
 {
 	const char *name = gs_backend_name(p);
-	char *list[GS_POOL_MAX_MEMBERS * 2], *buf;
+	char *list[GS_POOL_MAX_MEMBERS * 2], *buf, fbuf[512];
+	const char *fault = power_spec(p->fault, fbuf, sizeof(fbuf));
 	struct gs_dpool_member *sb;
 	struct gs_bdev *bd;
 	unsigned np, i, n;
@@ -498,7 +518,7 @@ static int pool_open(struct gs_bdev **bdp, const struct gs_q_params *p)
 				i, bd->m[i].path);
 			continue;
 		}
-		ret = open_member(bd, i, p);
+		ret = open_member(bd, i, p, fault);
 		if (ret == -EINVAL && !(p->flags & GS_Q_BUFFERED))
 			goto free_buf;	/* the caller retries buffered (tmpfs) */
 		if (ret)
@@ -972,6 +992,7 @@ const struct gs_backend_ops gs_backend_pool = {
 int gs_pool_fault(struct gs_bdev *bd, const char *spec)
 {
 	uint32_t i, only = UINT32_MAX;
+	char fbuf[512];
 	int ret = 0;
 
 	if (spec[0] == 'm' && spec[1] >= '0' && spec[1] <= '9') {
@@ -981,6 +1002,8 @@ int gs_pool_fault(struct gs_bdev *bd, const char *spec)
 		if (*e != ':' || only >= bd->geo.n)
 			return -EINVAL;
 		spec = e + 1;
+	} else {
+		spec = power_spec(spec, fbuf, sizeof(fbuf));
 	}
 	for (i = 0; i < bd->geo.n && !ret; i++)
 		if ((only == UINT32_MAX || only == i) && bd->m[i].q)

@@ -211,6 +211,9 @@ void gs_q_get_stats(struct gs_q *q, struct gs_q_stats *st);
  *			(default), or fail them (and the Nth write) with ERR,
  *			e.g. dead=eio, so a program that keeps running after the
  *			simulated cut gets no acknowledgement for lost data
+ *   power=ID		power domain (ID > 0): queues of this process with the
+ *			same ID share powercut's write count and its cut (a
+ *			pool adds it to a spec for all its members)
  * gs_q_fault() changes the spec of a running queue ("" clears, counters
  * restart; data cached by powercut stays until the next flush).
  */

@@ -3,17 +3,14 @@
 # kill -9 cycles on a pool: the fs crash harness (fs_crash.sh: concurrent
 # appends + fsyncs and metadata changes, kill -9 at a random moment, every
 # acknowledged byte and name present after the remount, fsck -n clean) run
-# on a 3-member stripe+mirror pool (16 KiB stripe unit, so requests cross
+# on a 4-member stripe+mirror pool (16 KiB stripe unit, so requests cross
 # members) and then on a 2-member stripe pool.  After a crash mirrored copies
 # of writes in flight may differ: fsck -n reports that without failing
 # (pool_resync: needed), and fsck -y at the end resyncs them.
 # timeout: 400
 dir=$(dirname "$0")
-for pool in "3 stripe+mirror 16K" "2 stripe 16K"; do
-	GS_POOL=$pool GS_CRASH_CYCLES=${GS_CRASH_CYCLES:-4} bash "$dir/fs_crash.sh" ||
-		{ echo "FAIL: crash cycles on a $pool pool" >&2; exit 1; }
-	echo "ok: kill -9 cycles on a $pool pool"
-done
+. "$dir/../helpers/poolrun.sh"
+pool_harness fs_crash.sh "kill -9 cycles" "4 stripe+mirror 16K" "2 stripe 16K"
 # the resync itself
 . "$dir/../helpers/gsmount.sh"
 GS_POOL="2 mirror 16K" gs_init 64M

@@ -588,6 +588,65 @@ static void test_online_replace(void **state)
 	online_replace("mirror", 2, 0);
 }
 
+/* Logical offset of the @j-th data stripe unit that lives on member @m (stripe layout). */
+static uint64_t unit_on(const struct gs_pool_geo *g, uint32_t m, unsigned j)
+{
+	for (uint64_t off = g->data.lstart;; off += g->su) {
+		uint32_t mm;
+		uint64_t phys;
+
+		gs_pool_locate(g, off, 0, &mm, &phys);
+		if (mm == m && !j--)
+			return off;
+	}
+}
+
+/*
+ * A power cut on a pool cuts every member at once (one power domain):
+ * powercut=N counts the pool's writes, and after the cut no member takes a
+ * write, so a member with fewer writes of its own than N loses its cache too.
+ */
+static void test_powercut_domain(void **state)
+{
+	char *b = aligned_alloc(4096, SU), *r = aligned_alloc(4096, SU);
+	struct gs_pool_geo g;
+	uint64_t a, bb, c, d, e, phys;
+	struct gs_q *q;
+	uint32_t m;
+
+	(void)state;
+	create(2, "stripe");
+	load_geo(&g);
+	a = unit_on(&g, 0, 0);
+	bb = unit_on(&g, 1, 0);
+	c = unit_on(&g, 0, 1);
+	d = unit_on(&g, 1, 1);
+	e = unit_on(&g, 0, 2);
+	q = open_pool("");
+	assert_non_null(q);
+	assert_int_equal(gs_q_fault(q, "powercut=4,dead=eio"), 0);
+	fill(b, SU, 1);
+	assert_int_equal(gs_q_pwrite(q, b, SU, a), SU);		/* pool write 1 (member 0) */
+	assert_int_equal(gs_q_pwrite(q, b, SU, bb), SU);	/* 2 (member 1) */
+	assert_int_equal(gs_q_flush(q), 0);			/* both durable */
+	fill(b, SU, 2);
+	assert_int_equal(gs_q_pwrite(q, b, SU, c), SU);		/* 3 (member 0): cached */
+	assert_true(gs_q_pwrite(q, b, SU, d) < 0);		/* 4 (member 1): the cut */
+	/* member 0 has seen 2 writes of its own, but the power is off for it too */
+	assert_true(gs_q_pwrite(q, b, SU, e) < 0);
+	gs_q_close(q);
+	fill(b, SU, 1);
+	gs_pool_locate(&g, a, 0, &m, &phys);
+	member_pread(m, r, SU, phys);
+	assert_memory_equal(r, b, SU);				/* flushed: kept */
+	gs_pool_locate(&g, c, 0, &m, &phys);
+	member_pread(m, r, SU, phys);
+	fill(b, SU, 2);
+	assert_memory_not_equal(r, b, SU);			/* cached at the cut: lost */
+	free(b);
+	free(r);
+}
+
 /* Replace on the pool's own thread: throttled, refused twice, cancelled by close, finished. */
 static void test_background_replace(void **state)
 {
@@ -670,6 +729,7 @@ int main(void)
 		cmocka_unit_test(test_model),
 		cmocka_unit_test(test_online_replace),
 		cmocka_unit_test(test_background_replace),
+		cmocka_unit_test(test_powercut_domain),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
