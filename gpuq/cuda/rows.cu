@@ -122,9 +122,9 @@ int gs_cuda_read_rows(struct gs_cuda *c, uint64_t row_bytes, const uint64_t *row
 	if (!pl.blk)
 		return -ENOMEM;
 	pl.off = pl.blk + slots;
-	/* blk, off, then the error word: one allocation, one copy per batch */
-	ret = gs_cuda_err(cudaMalloc(&dblk, 2 * slots * sizeof(uint64_t) + sizeof(int)),
-			  "rows: scratch");
+	/* blk, off, then the error word; stream-ordered (cudaFree would wait for the device) */
+	ret = gs_cuda_err(cudaMallocAsync((void **)&dblk, 2 * slots * sizeof(uint64_t) + sizeof(int),
+					  s), "rows: scratch");
 	if (ret)
 		goto free_plan;
 	doff = dblk + slots;
@@ -164,7 +164,8 @@ int gs_cuda_read_rows(struct gs_cuda *c, uint64_t row_bytes, const uint64_t *row
 	/* a read that failed after its ticket was retired shows only in the sticky error */
 	if (!ret && !err0)
 		ret = gs_cuda_error(c);
-	cudaFree(dblk);
+	cudaFreeAsync(dblk, s);
+	cudaStreamSynchronize(s);
 free_plan:
 	free(pl.blk);
 	return ret;

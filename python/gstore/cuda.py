@@ -11,6 +11,7 @@ CUDA tensor/array the caller passes as `out`.
 """
 import ctypes
 import errno
+import os
 
 from . import _lib
 from ._lib import Closable, GstoreError, GstoreRangeError, check
@@ -181,21 +182,74 @@ def _cai_ptr(out, nbytes):
     return cai["data"][0]
 
 
+class GatherParams(ctypes.Structure):
+    """struct gs_cuda_gather_params (include/gstore_cuda_gather.h), zero-padded at the end."""
+    _fields_ = [("row_bytes", ctypes.c_uint64), ("base", ctypes.c_uint64),
+                ("nrows", ctypes.c_uint64), ("max_run", ctypes.c_uint32),
+                ("threads", ctypes.c_uint32), ("tier_bytes", ctypes.c_uint64),
+                ("tier_fd", ctypes.c_int), ("tier_file_off", ctypes.c_uint64),
+                ("tier_chunk", ctypes.c_uint32), ("tier_depth", ctypes.c_uint32),
+                ("_pad", ctypes.c_uint8 * 256)]
+
+
+def _gather_lib(lib):
+    """gs_cuda_gather's prototypes, if this libgstore_cuda has it (gstore_cuda_gather.h)."""
+    if not hasattr(lib, "gs_cuda_gather_open"):
+        return False
+    if not getattr(lib, "_gstore_gather", False):
+        vp = ctypes.c_void_p
+        for name, res, args in (
+                ("gs_cuda_gather_open", ctypes.c_int,
+                 (ctypes.POINTER(vp), vp, ctypes.POINTER(GatherParams))),
+                ("gs_cuda_gather_close", None, (vp,)),
+                ("gs_cuda_gather", ctypes.c_int, (vp, vp, ctypes.c_uint64, vp, vp)),
+                ("gs_cuda_gather_sync", ctypes.c_int, (vp,))):
+            f = getattr(lib, name)
+            f.restype, f.argtypes = res, list(args)
+        lib._gstore_gather = True
+    return True
+
+
+def _gpu_rows(rows):
+    """(device pointer, n) of a C-contiguous 1-D int64/uint64 CUDA array, else None."""
+    cai = getattr(rows, "__cuda_array_interface__", None)
+    if cai is None:
+        return None
+    if cai["typestr"] not in ("<i8", "<u8") or len(cai["shape"]) != 1 or \
+            cai.get("strides") not in (None, (8,)):
+        raise GstoreError(errno.EINVAL, "rows in GPU memory must be one contiguous run of "
+                          "int64 or uint64 (got %s %r)" % (cai["typestr"], cai["shape"]))
+    return cai["data"][0], int(cai["shape"][0])
+
+
 class CudaArray(Closable):
     """An array of a mounted gstore, attached for GPU reads (gs_cuda_attach).
 
     @array: a gstore.Array or a path (then dtype/shape/row_bytes as for Array).
     buf_bytes: the CAM staging region (0: the library's 64 MiB): a batch of
     rows larger than it is read in several rounds.  block_size: the CAM block
-    (0: 4096).  device: the CUDA device.
+    (0: 4096).  device: the CUDA device.  engine: "gather" (gs_cuda_gather(3):
+    blocks read once per batch, runs of blocks per request, reads overlapped
+    with copies), "rows" (gs_cuda_read_rows(3)), or "auto": gather where the
+    library has it.  tier_bytes (engine gather): a host-memory tier of the
+    array's first tier_bytes, filled in the background (0: none).
     """
 
-    def __init__(self, array, buf_bytes=0, block_size=0, device=0, **array_kw):
+    def __init__(self, array, buf_bytes=0, block_size=0, device=0, engine="auto",
+                 tier_bytes=0, **array_kw):
         self._lib = _lib.libgstore_cuda()
-        self._c = None
+        self._c = self._g = None
+        self._rows_dev = None
+        self._tier_fd = -1
         self.array = array if isinstance(array, Array) else Array(array, **array_kw)
         self.path = self.array.path
         self.device = device
+        if engine not in ("auto", "gather", "rows"):
+            raise GstoreError(errno.EINVAL, "engine %r (auto, gather, rows)" % (engine,))
+        have = _gather_lib(self._lib)
+        if engine == "gather" and not have:
+            raise GstoreError(errno.EOPNOTSUPP, "this libgstore_cuda has no gs_cuda_gather")
+        self.engine = "gather" if have and engine != "rows" else "rows"
         p = _lib.CudaParams()
         p.buf_bytes = buf_bytes
         p.block_size = block_size
@@ -204,11 +258,43 @@ class CudaArray(Closable):
         check(self._lib.gs_cuda_attach(ctypes.byref(c), self.path.encode(), ctypes.byref(p)),
               "gs_cuda_attach", self.path)
         self._c = c
+        if self.engine == "gather":
+            try:
+                self._open_gather(tier_bytes)
+            except BaseException:
+                self.close()
+                raise
+
+    def _open_gather(self, tier_bytes):
+        gp = GatherParams()
+        gp.row_bytes = self.array.row_bytes
+        gp.nrows = self.array.nrows
+        gp.tier_fd = -1
+        if tier_bytes:
+            self._tier_fd = os.open(self.path, os.O_RDONLY)
+            gp.tier_fd = self._tier_fd
+            gp.tier_bytes = tier_bytes
+        g = ctypes.c_void_p()
+        check(self._lib.gs_cuda_gather_open(ctypes.byref(g), self._c, ctypes.byref(gp)),
+              "gs_cuda_gather_open", self.path)
+        self._g = g
 
     def close(self):
+        if getattr(self, "_g", None):
+            self._lib.gs_cuda_gather_close(self._g)
+            self._g = None
         if getattr(self, "_c", None):
             self._lib.gs_cuda_close(self._c)
             self._c = None
+        if getattr(self, "_tier_fd", -1) >= 0:
+            os.close(self._tier_fd)
+            self._tier_fd = -1
+        self._rows_dev = None
+
+    @staticmethod
+    def has_gather():
+        """True if libgstore_cuda has gs_cuda_gather (engine "gather" possible)."""
+        return _gather_lib(_lib.libgstore_cuda())
 
     @property
     def block_size(self):
@@ -222,13 +308,8 @@ class CudaArray(Closable):
         self._lib.gs_cuda_debug(self._c, b, len(b))
         return b.value.decode(errors="replace")
 
-    def gather(self, rows, out=None, stream=None):
-        """Rows rows[i] of the array, in that order, in GPU memory: a DeviceBuffer of shape
-        (n, *row_shape), or @out (a C-contiguous CUDA tensor/array, filled and returned).
-        @stream: a cudaStream_t as an int (None: the legacy default stream); the call
-        returns when the rows are there."""
-        if not self._c:
-            raise GstoreError(errno.EBADF, "gather on a closed CudaArray", self.path)
+    def _host_rows(self, rows):
+        """Row indices as contiguous host uint64, range-checked: (keep-alive, pointer, n)."""
         a = self.array
         if np is not None:
             idx = np.ascontiguousarray(np.asarray(rows).reshape(-1), dtype=np.int64)
@@ -238,22 +319,63 @@ class CudaArray(Closable):
                 raise GstoreRangeError("row %d out of range (%d rows)" % (bad, a.nrows),
                                        self.path)
             idx = idx.view(np.uint64)
-            rows_ptr = idx.ctypes.data
+            return idx, idx.ctypes.data, n
+        rows = [int(r) for r in rows]
+        for r in rows:
+            if r < 0 or r >= a.nrows:
+                raise GstoreRangeError("row %d out of range (%d rows)" % (r, a.nrows), self.path)
+        idx = (ctypes.c_uint64 * max(1, len(rows)))(*rows)
+        return idx, ctypes.addressof(idx), len(rows)
+
+    def _rows_to_gpu(self, ptr, n):
+        """Host row indices into a device buffer of ours (kept, grown as needed)."""
+        if self._rows_dev is None or self._rows_dev.nbytes < 8 * n:
+            self._rows_dev = DeviceBuffer(max(8 * n, 1 << 16), (max(n, 8192),), "<u8",
+                                          self.device)
+        check(self._lib.gs_cuda_mem_copy(self._rows_dev.ptr, ptr, 8 * n),
+              "copy %d row indices to the GPU" % n, self.path)
+        return self._rows_dev.ptr
+
+    def gather(self, rows, out=None, stream=None):
+        """Rows rows[i] of the array, in that order, in GPU memory: a DeviceBuffer of shape
+        (n, *row_shape), or @out (a C-contiguous CUDA tensor/array, filled and returned).
+
+        @rows: host integers (list, numpy array, CPU tensor; checked against the rows
+        here), or a 1-D int64/uint64 CUDA tensor (engine gather: used in place; a row out
+        of range fails the call with ERANGE, and the context stays failed).  @stream: a
+        cudaStream_t as an int (None: the legacy default stream).  Returns when the rows
+        are there."""
+        if not self._c:
+            raise GstoreError(errno.EBADF, "gather on a closed CudaArray", self.path)
+        a = self.array
+        gpu = _gpu_rows(rows)
+        keep = None
+        if gpu is not None and self.engine == "rows":
+            host = np.empty(gpu[1], dtype=np.uint64) if np is not None else None
+            if host is None:
+                raise GstoreError(errno.EINVAL, "rows in GPU memory need numpy (engine rows)")
+            check(self._lib.gs_cuda_mem_copy(host.ctypes.data, gpu[0], 8 * gpu[1]),
+                  "copy row indices from the GPU", self.path)
+            gpu = None
+            rows = host
+        if gpu is None:
+            keep, rows_ptr, n = self._host_rows(rows)
         else:
-            rows = [int(r) for r in rows]
-            n = len(rows)
-            for r in rows:
-                if r < 0 or r >= a.nrows:
-                    raise GstoreRangeError("row %d out of range (%d rows)" % (r, a.nrows),
-                                           self.path)
-            idx = (ctypes.c_uint64 * max(1, n))(*rows)
-            rows_ptr = ctypes.addressof(idx)
+            rows_ptr, n = gpu
         nbytes = n * a.row_bytes
         if out is None:
             out = DeviceBuffer(nbytes, (n,) + a.row_shape, a.typestr, self.device)
             dst = out.ptr
         else:
             dst = _cai_ptr(out, nbytes)
-        check(self._lib.gs_cuda_read_rows(self._c, a.row_bytes, rows_ptr, n, dst, stream),
-              "gather %d rows into GPU memory" % n, self.path)
+        what = "gather %d rows into GPU memory" % n
+        if self.engine == "rows":
+            check(self._lib.gs_cuda_read_rows(self._c, a.row_bytes, rows_ptr, n, dst, stream),
+                  what, self.path)
+        elif n:
+            if gpu is None:
+                rows_ptr = self._rows_to_gpu(rows_ptr, n)
+            check(self._lib.gs_cuda_gather(self._g, rows_ptr, n, dst, stream), what, self.path)
+            check(self._lib.gs_cuda_gather_sync(self._g), what, self.path)
+        del keep
         return out

@@ -122,6 +122,7 @@ def run(mnt):
         dt = time.time() - t0
         x = torch.as_tensor(buf, device=dev)
         want = cpu[torch.from_numpy(rows)]
+        print("engine: %s" % g.engine)
         check("cai", x.data_ptr() == buf.ptr and x.shape == (4096, F) and
               x.dtype == torch.float32 and torch.equal(x.cpu(), want),
               "4096 random 1 KiB rows via __cuda_array_interface__, no copy (%.3f s, %.0f rows/s)"
@@ -168,14 +169,40 @@ def run(mnt):
         check("cpu_path", torch.equal(xc, x), "read_rows + .to(cuda) %.3f s (%.0f rows/s)" %
               (dc, 4096 / dc))
 
-    # several rounds through a 1 MiB staging region; rows straddling blocks
-    with gstore.CudaArray(os.path.join(mnt, "arrays", "odd"), buf_bytes=1 << 20) as g:
-        current.append(g)
-        rows = rng.integers(0, 5000, 20000)
-        t0 = time.time()
-        x = torch.as_tensor(g.gather(rows), device=dev)
-        check("rounds_odd", torch.equal(x.cpu(), torch.from_numpy(odd)[torch.from_numpy(rows)]),
-              "20000 132-byte rows through a 1 MiB region (%.3f s)" % (time.time() - t0))
+        rg = torch.as_tensor(rows2, device=dev)
+        check("gpu_rows", torch.equal(torch.as_tensor(g.gather(rg), device=dev).cpu(),
+                                      cpu[torch.from_numpy(rows2)]),
+              "row indices in a CUDA tensor (engine %s)" % g.engine)
+
+    # several rounds through a 1 MiB staging region; rows straddling blocks; each engine
+    engines = ["rows"] + (["gather"] if gstore.CudaArray.has_gather() else [])
+    print("engines: %s (auto: %s)" % (engines, engines[-1]))
+    for eng in engines:
+        with gstore.CudaArray(os.path.join(mnt, "arrays", "odd"), buf_bytes=1 << 20,
+                              engine=eng) as g:
+            current.append(g)
+            rows = rng.integers(0, 5000, 20000)
+            t0 = time.time()
+            x = torch.as_tensor(g.gather(rows), device=dev)
+            check("rounds_odd_" + eng,
+                  torch.equal(x.cpu(), torch.from_numpy(odd)[torch.from_numpy(rows)]),
+                  "20000 132-byte rows through a 1 MiB region (%.3f s)" % (time.time() - t0))
+            rows = rng.integers(0, 5000, 3000)
+            x = torch.as_tensor(g.gather(torch.as_tensor(rows, device=dev)), device=dev)
+            check("gpu_rows_" + eng,
+                  torch.equal(x.cpu(), torch.from_numpy(odd)[torch.from_numpy(rows)]),
+                  "row indices in a CUDA tensor")
+    # the two engines on the same 4096 random 1 KiB rows (timings only: the second of two)
+    rows = rng.integers(0, N, 4096)
+    for eng in engines:
+        with gstore.CudaArray(os.path.join(mnt, "arrays", "feat"), engine=eng) as g:
+            current.append(g)
+            g.gather(rows)
+            t0 = time.time()
+            x = torch.as_tensor(g.gather(rows), device=dev)
+            dt = time.time() - t0
+            check("engine_" + eng, torch.equal(x.cpu(), cpu[torch.from_numpy(rows)]),
+                  "4096 x 1 KiB rows, second gather %.4f s (%.0f rows/s)" % (dt, 4096 / dt))
     try:
         gstore.CudaArray(os.path.join(mnt, "arrays", "nope"))
         check("attach_missing", False, "no error")

@@ -11,6 +11,7 @@
 #  - a mounted graph: info, degree and neighbours against the edge list,
 #    missing vertices ENOENT, sample() reproducible, with the documented
 #    structure (seeds first, fanouts respected, edges real);
+#  - the GPU path's Python side over a stand-in library (no GPU needed);
 #  - the shared libraries load through ctypes (libgstore.so, and
 #    libgstore_cuda.so where it was built), libgstore_cuda exporting gs_* only.
 # timeout: 180
@@ -229,6 +230,112 @@ assert not cuda._alive
 print("DLPack: consumed without a copy, released by the deleter and by an unused capsule")
 PY
 ok "DLPack capsules"
+
+# the GPU path's Python side (CudaArray, DeviceBuffer, both engines, out=, rows in "GPU"
+# memory, the range checks) over a stand-in for libgstore_cuda that keeps "GPU memory" in
+# host memory and reads rows from the file: what the module hands the C calls is checked
+# here; tests/gpu/t_python.py runs the real library on a GPU
+$PY - <<'PY' || fail "the GPU path over a stand-in library"
+import ctypes, errno, os
+import numpy as np
+import gstore
+from gstore import _lib, cuda
+
+class Fake:
+    def __init__(self, gather):
+        self.mem, self.files, self.next = {}, {}, 1
+        if gather:
+            # plain functions: the module sets restype/argtypes on them
+            self.gs_cuda_gather_open = lambda *a: self._gopen(*a)
+            self.gs_cuda_gather = lambda *a: self._gather(*a)
+            self.gs_cuda_gather_sync = lambda g: 0
+            self.gs_cuda_gather_close = lambda g: None
+    def gs_cuda_attach(self, pc, path, pp):
+        try:
+            f = open(path.decode(), "rb")
+        except OSError as e:
+            return -e.errno
+        self.files[self.next] = f
+        pc._obj.value = self.next
+        self.next += 1
+        return 0
+    def gs_cuda_close(self, c):
+        self.files.pop(c.value).close()
+    def gs_cuda_mem_alloc(self, pp, n):
+        b = ctypes.create_string_buffer(max(n, 1))
+        self.mem[ctypes.addressof(b)] = b
+        pp._obj.value = ctypes.addressof(b)
+        return 0
+    def gs_cuda_mem_free(self, p):
+        self.mem.pop(p)
+        return 0
+    def gs_cuda_mem_copy(self, dst, src, n):
+        ctypes.memmove(dst, src, n)
+        return 0
+    def gs_cuda_read_rows(self, c, rb, rows, n, dst, stream):
+        f = self.files[c.value]
+        idx = (ctypes.c_uint64 * n).from_address(rows)
+        for i in range(n):
+            f.seek(idx[i] * rb)
+            ctypes.memmove(dst + i * rb, f.read(rb), rb)
+        return 0
+    def _gopen(self, pg, c, pp):
+        self.grb, self.gc = pp._obj.row_bytes, c
+        pg._obj.value = 99
+        return 0
+    def _gather(self, g, rows, n, dst, stream):
+        return self.gs_cuda_read_rows(self.gc, self.grb, rows, n, dst, stream)
+
+class Cai:	# a "CUDA array" over host memory
+    def __init__(self, a):
+        self.a = a
+        self.__cuda_array_interface__ = {"shape": a.shape, "typestr": a.dtype.str,
+                                         "data": (a.ctypes.data, False), "version": 3,
+                                         "strides": None if a.flags.c_contiguous
+                                         else a.strides}
+
+mnt = os.environ["MNT"]
+p = os.path.join(mnt, "arrays", "feat")
+data = np.fromfile(p, dtype=np.float32).reshape(1000, 33)
+rng = np.random.default_rng(5)
+for gather in (False, True):
+    _lib._cache["libgstore_cuda.so.0"] = Fake(gather)
+    _lib.libgstore_cuda()
+    assert gstore.CudaArray.has_gather() == gather
+    with gstore.open_array(p).cuda() as g:
+        assert g.engine == ("gather" if gather else "rows")
+        rows = rng.integers(0, 1000, 500)
+        buf = g.gather(rows)
+        cai = buf.__cuda_array_interface__
+        assert cai["shape"] == (500, 33) and cai["typestr"] == "<f4" and cai["data"][0] == buf.ptr
+        assert np.array_equal(buf.copy_to_host(), data[rows])
+        assert np.array_equal(g.gather(rows.tolist()).copy_to_host(), data[rows])
+        out = np.zeros((600, 33), np.float32)
+        assert g.gather(rows[::-1], out=Cai(out)).a is out
+        assert np.array_equal(out[:500], data[rows[::-1]]) and not out[500:].any()
+        r64 = rng.integers(0, 1000, 77)
+        assert np.array_equal(g.gather(Cai(r64)).copy_to_host(), data[r64])
+        assert g.gather([]).copy_to_host().shape == (0, 33)
+        for bad in ([1000], [-1]):
+            try:
+                g.gather(bad)
+                raise AssertionError("no range error")
+            except gstore.GstoreRangeError as e:
+                assert e.errno == errno.ERANGE and isinstance(e, IndexError)
+        for bad_out in (np.zeros((2, 33), np.float32), np.zeros((40, 33), np.float32).T):
+            try:
+                g.gather(rows[:3], out=Cai(bad_out))
+                raise AssertionError("a bad out did not fail")
+            except gstore.GstoreError as e:
+                assert e.errno == errno.EINVAL
+    try:
+        gstore.CudaArray(p, engine="gather" if not gather else "bogus")
+        raise AssertionError("no engine error")
+    except gstore.GstoreError as e:
+        assert e.errno in (errno.EOPNOTSUPP, errno.EINVAL), e
+print("GPU path's Python side: both engines, out=, device rows, range and out checks")
+PY
+ok "the GPU path's Python side over a stand-in library"
 
 # the shared libraries through ctypes
 $PY - <<'PY' || fail "libraries"
