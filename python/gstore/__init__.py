@@ -9,7 +9,8 @@
     with feat.cuda() as gpu:                                # gs_cuda_attach(3)
         xb = torch.as_tensor(gpu.gather(s.nodes), device="cuda")   # no copy
 
-The CPU path needs nothing but the mount (numpy optional); the GPU path loads
+An unmounted image opens in-process (gstore.open_image: libgstore's own
+gs_graph_sample(3) and queries).  The CPU path needs nothing but the mount (numpy optional); the GPU path loads
 libgstore_cuda.so (built where nvcc exists) through ctypes.  Errors raise
 GstoreError (an OSError: .errno, and a message saying what failed on which
 path); rows or vertices out of range raise GstoreRangeError (also an
@@ -19,8 +20,9 @@ from ._lib import GstoreError, GstoreRangeError, library_path
 from .array import Array, create_array, open_array
 from .graph import Graph, Sample, open_graph
 from .cuda import CudaArray, DeviceBuffer, cuda_available
+from .image import Image, ImageGraph, open_image
 
 __version__ = "0.1.0"
 __all__ = ["GstoreError", "GstoreRangeError", "library_path", "Array", "create_array",
            "open_array", "Graph", "Sample", "open_graph", "CudaArray", "DeviceBuffer",
-           "cuda_available"]
+           "cuda_available", "Image", "ImageGraph", "open_image"]

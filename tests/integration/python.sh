@@ -10,7 +10,8 @@
 #  - the same reads without numpy (bytes);
 #  - a mounted graph: info, degree and neighbours against the edge list,
 #    missing vertices ENOENT, sample() reproducible, with the documented
-#    structure (seeds first, fanouts respected, edges real);
+#    structure (seeds first, fanouts respected, edges real), and equal to
+#    gs_graph_sample(3)'s on the unmounted image (gstore.open_image, in-process);
 #  - the GPU path's Python side over a stand-in library (no GPU needed);
 #  - the shared libraries load through ctypes (libgstore.so, and
 #    libgstore_cuda.so where it was built), libgstore_cuda exporting gs_* only.
@@ -19,7 +20,7 @@
 $PY -c 'import numpy' 2>/dev/null || skip "python3 with numpy is missing ($PY)"
 gs_init 256M
 gs_mount -o cache=16M
-export PYTHONPATH=$GS_ROOT/python GSTORE_LIBDIR=$GS_BUILD MNT
+export PYTHONPATH=$GS_ROOT/python GSTORE_LIBDIR=$GS_BUILD MNT T
 
 $PY - <<'PY' || fail "arrays through the module"
 import errno, os, random
@@ -194,6 +195,16 @@ for bad in (([nv], [2]), ([1], []), ([1], [0]), ([1], [2000]), ([1], [1] * 9)):
     except gstore.GstoreError as e:
         assert e.errno == errno.EINVAL, (bad, e)
 print("graph: degree/neighbors equal the edge list; sample %r" % s)
+# samples for the in-process comparison below (gs_graph_sample on the unmounted image)
+import json
+r = np.random.default_rng(9)
+cases = []
+for k, fan in enumerate(([5, 3], [25, 10], [2], [3, 3, 3], [1000])):
+    sd = [int(x) for x in r.integers(0, nv, 1 + 7 * k)] + [0, 1, 2, 3, 4]
+    t = g.sample(sd, fan, rng_seed=100 + k)
+    cases.append([sd, fan, 100 + k, t.nodes.tolist(), t.src.tolist(), t.dst.tolist(),
+                  t.src_pos.tolist(), t.dst_pos.tolist(), list(t.hop_nodes), list(t.hop_edges)])
+json.dump(cases, open(os.environ["T"] + "/samples.json", "w"))
 PY
 ok "graphs: degree, neighbours and samples through the module"
 
@@ -354,4 +365,31 @@ else:
 PY
 ok "libraries load"
 gs_umount
+
+# the unmounted image in-process (libgstore): the mount's samples equal gs_graph_sample's
+$PY - "$IMG" <<'PY' || fail "in-process image: gs_graph_sample"
+import errno, json, os, sys
+import gstore
+with gstore.open_image(sys.argv[1]) as im:
+    g = im.graph("g")
+    assert g.degree(0) == 399 and g.neighbors(7) == sorted(g.neighbors(7)), g.degree(0)
+    cases = json.load(open(os.environ["T"] + "/samples.json"))
+    for sd, fan, rs, nodes, src, dst, spos, dpos, hn, he in cases:
+        s = g.sample(sd, fan, rng_seed=rs)
+        got = [s.nodes.tolist(), s.src.tolist(), s.dst.tolist(), s.src_pos.tolist(),
+               s.dst_pos.tolist(), list(s.hop_nodes), list(s.hop_edges)]
+        assert got == [nodes, src, dst, spos, dpos, hn, he], (fan, rs, got[0][:20], nodes[:20])
+    try:
+        g.sample([10 ** 6], [2])
+        raise AssertionError("no error")
+    except gstore.GstoreError as e:
+        assert e.errno == errno.EINVAL, e
+    try:
+        im.graph("nope")
+        raise AssertionError("no error")
+    except gstore.GstoreError as e:
+        assert e.errno == errno.ENOENT, e
+print("in-process: %d samples over the mount equal gs_graph_sample's" % len(cases))
+PY
+ok "samples over the mount equal gs_graph_sample(3) on the image"
 echo PASS
