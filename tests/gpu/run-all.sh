@@ -8,7 +8,7 @@
 #
 # Env: OUT (logs; default build/gpu/out), GS_GPU_IMAGE (default
 # build/gpu/gs-gpu.img: on the disk, not tmpfs: O_DIRECT), GS_GPU_GIB (4),
-# GS_GPU_SKIP ("tests sanitizer fs python hot bench" to leave parts out), GS_GPU_ONLY
+# GS_GPU_SKIP ("tests sanitizer fs python hot bench gnn" to leave parts out), GS_GPU_ONLY
 # (the same words: run only those parts), GS_GPU_SWEEP
 # (total queue depths for a gstore-bench io sweep, e.g. "64 128 256").
 # Exits 77 ("skip: no GPU") without a GPU, 1 if a test failed.
@@ -133,6 +133,7 @@ if [[ $topok == 1 ]] && ! skip fs; then
 	ls -la "$MNT/arrays" "$(dirname "$MNT")" >>"$OUT/fs.log" 2>&1
 	t attach_2proc_cat 150 bash tests/gpu/attach-multi.sh $B "$MNT/arrays/big" "$B/src.bin" "$OUT"
 	t plain_mmap 60 $B/t_plain "$MNT/arrays/big"
+	skip gnn || t gnn_attach 120 $B/gnn check-attach "$MNT/arrays/big"
 	t bfs 120 $B/t_bfs "$MNT/arrays/g.csr" "" "${GS_BFS_CACHE_MIB:-32}"
 	t bfs_1056blk 120 $B/t_bfs "$MNT/arrays/g.csr" "" "${GS_BFS_CACHE_MIB:-32}" 1056
 	grep -E "^q_|^cache" "$MNT/.gstore/stats" >>"$OUT/fs.log" 2>&1
@@ -198,6 +199,21 @@ if ! skip bench; then
 	tail -n 30 /tmp/cufile*.log >>"$OUT/bench.log" 2>/dev/null
 fi
 
+if ! skip gnn; then
+	# the GNN mini-batch pipeline and its peers (bench/gnn-pipeline.sh: its own table)
+	echo "== gnn pipeline"
+	s=$(date +%s)
+	OUT=$OUT B=$B timeout -k 5 "${GS_GNN_TIMEOUT:-480}" bash bench/gnn-pipeline.sh \
+		>"$OUT/gnn-run.log" 2>&1
+	rc=$?
+	case $rc in
+	0) rows+=("PASS  gnn_pipeline ($(( $(date +%s) - s ))s)") ;;
+	124|137) rows+=("FAIL  gnn_pipeline (timeout)"); fail=1 ;;
+	*) rows+=("FAIL  gnn_pipeline (exit $rc)"); fail=1 ;;
+	esac
+	echo "${rows[-1]}"
+fi
+
 {
 	echo
 	echo "==== gstore GPU path: $(nvidia-smi -L | head -1), $(( $(date +%s) - T0 )) s"
@@ -209,5 +225,6 @@ fi
 	grep -hE "^RESULT" "$OUT/tests.log" "$OUT/bench-hot.log" "$OUT/bench.log" \
 		"$OUT/sweep.log" 2>/dev/null |
 		cut -c8-130
+	[[ -f $OUT/gnn-summary.txt ]] && cat "$OUT/gnn-summary.txt"
 } | tee "$OUT/summary.txt"
 exit $fail

@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# GNN mini-batch feature loading (issue 15 item 3), on the GPU machine, as
+# root: gstore's gather (CAM + host tier) against the mmap loader, KvikIO and
+# load-all-then-gather, on the same feature file, in two regimes:
+#   big: every loader in a cgroup v2 with memory.max = table / 4 (the table
+#        is 4x what the loader may use), steady state over GNN_SECS, cold;
+#   fit: no limit, an epoch of GNN_EPOCH batches from a cold page cache
+#        (gstore with its host tier holding the whole table).
+# The page cache is dropped before every peer.  Prints RESULT lines, the
+# ratios and PASS/FAIL; a table last.
+#
+#   bash bench/gnn-pipeline.sh            (B=build/gpu, built by make -C tests/gpu)
+#
+# Env: GNN_GIB (table, 8), GNN_ROWB (row bytes, 4096: F = 1024 float32),
+# GNN_SEEDS (256), GNN_FANOUTS (10,5), GNN_SECS (10), GNN_EPOCH (50),
+# GNN_THREADS (mmap gather threads, 16), GNN_CG_MIB (table / 4),
+# GNN_KVIKIO_THREADS (64), GNN_FEAT (the table file), OUT (logs).
+set -u
+cd "$(dirname "$0")/.."
+B=${B:-build/gpu}
+OUT=${OUT:-$B/out}
+mkdir -p "$OUT"
+LOG=$OUT/gnn.log
+GIB=${GNN_GIB:-8}
+ROWB=${GNN_ROWB:-4096}
+SECS=${GNN_SECS:-10}
+EPOCH=${GNN_EPOCH:-50}
+NTH=${GNN_THREADS:-16}
+FEAT=${GNN_FEAT:-$PWD/$B/feat.bin}
+CG_MIB=${GNN_CG_MIB:-$((GIB * 1024 / 4))}
+fail=0
+: >"$LOG"
+
+say() { echo "$*" | tee -a "$LOG"; }
+# run NAME TIMEOUT CMD...: one peer, its RESULT/PASS/FAIL lines shown
+run() {
+	local name=$1 to=$2 rc
+	shift 2
+	sync
+	echo 3 >/proc/sys/vm/drop_caches 2>/dev/null
+	echo "== $name: $*" >>"$LOG"
+	timeout -k 5 "$to" "$@" >>"$LOG" 2>&1
+	rc=$?
+	grep -E "^(RESULT|PASS|FAIL)" "$LOG" | grep -F " $name" | tail -3
+	case $rc in
+	0) ;;
+	124|137) say "FAIL $name (timeout ${to}s)"; fail=1 ;;
+	*) say "FAIL $name (exit $rc)"; fail=1 ;;
+	esac
+}
+
+[[ -x $B/gnn ]] || { echo "FAIL gnn: $B/gnn not built"; exit 1; }
+if [[ ! -w /proc/sys/vm/drop_caches ]]; then
+	say "NOTE: not root: the page cache cannot be dropped (cold-cache figures are not cold)"
+fi
+T0=$(date +%s)
+timeout 300 "$B/mkimage" "$FEAT" "$GIB" >>"$LOG" 2>&1 || { say "FAIL gnn: mkimage"; exit 1; }
+NROWS=$(( $(stat -c %s "$FEAT") / ROWB ))
+say "gnn: table $FEAT: $NROWS rows x $ROWB bytes ($GIB GiB), made in $(( $(date +%s) - T0 )) s"
+timeout 120 "$B/gnn" gen "$B/gnn-big.bat" "$NROWS" "${GNN_SEEDS:-256}" "${GNN_FANOUTS:-10,5}" \
+	"${GNN_BATCHES:-400}" 1 | tee -a "$LOG"
+timeout 120 "$B/gnn" gen "$B/gnn-epoch.bat" "$NROWS" "${GNN_SEEDS:-256}" \
+	"${GNN_FANOUTS:-10,5}" "$EPOCH" 2 >>"$LOG"
+run check 120 "$B/gnn" check "$FEAT"
+grep -E "^(PASS|FAIL) check" "$LOG"
+
+# ---- the memory cgroup of the big regime ----
+CG=
+cg_try() {
+	local parent=$1 cg=$1/gstore-gnn
+	mkdir -p "$cg" 2>/dev/null || return 1
+	if [[ ! -f $cg/memory.max ]]; then
+		echo +memory >"$parent/cgroup.subtree_control" 2>/dev/null
+	fi
+	[[ -f $cg/memory.max ]] || { rmdir "$cg" 2>/dev/null; return 1; }
+	echo $((CG_MIB << 20)) >"$cg/memory.max" 2>/dev/null || return 1
+	echo 0 >"$cg/memory.swap.max" 2>/dev/null
+	CG=$cg
+}
+if [[ -d /sys/fs/cgroup ]] && grep -q cgroup2 /proc/mounts; then
+	self=/sys/fs/cgroup$(sed -n 's/^0:://p' /proc/self/cgroup)
+	cg_try /sys/fs/cgroup || cg_try "$self" || cg_try "$(dirname "$self")"
+fi
+if [[ -n $CG ]]; then
+	say "gnn: big regime: cgroup $CG memory.max $(cat "$CG/memory.max") bytes" \
+		"($CG_MIB MiB; the table is $(( GIB * 1024 / CG_MIB ))x that)"
+	incg() { ( echo $BASHPID >"$CG/cgroup.procs" && exec "$@" ); }
+else
+	say "NOTE: cgroup v2 memory controller not writable here ($(grep cgroup /proc/mounts |
+		head -2 | tr '\n' ' ')): the big regime runs WITHOUT a memory limit (not honest:" \
+		"the $GIB GiB table fits in the page cache)"
+	incg() { "$@"; }
+fi
+
+# ---- the disk's raw limit (no cgroup: O_DIRECT) ----
+run gnn_raw_iops 60 "$B/gnn" raw "$FEAT" 2 64
+
+# ---- KvikIO from the wheels carried with the tree ----
+KV=0
+if ls .whl/kvikio*.whl >/dev/null 2>&1; then
+	python3 -m pip install -q --no-index --no-deps --target /tmp/gnn-site .whl/*.whl \
+		>>"$LOG" 2>&1 && KV=1
+fi
+kvikio() {
+	# small bounce buffers: 64 threads x the 16 MiB default would pin 1 GiB inside the cgroup
+	PYTHONPATH=/tmp/gnn-site${PYTHONPATH:+:$PYTHONPATH} KVIKIO_COMPAT_MODE=ON \
+		KVIKIO_BOUNCE_BUFFER_SIZE=$((1 << 20)) KVIKIO_AUTO_DIRECT_IO_READ=ON \
+		KVIKIO_NTHREADS=${GNN_KVIKIO_THREADS:-64} python3 bench/gnn_kvikio.py "$@"
+}
+
+# ---- big regime: steady state, in the cgroup ----
+BB=$B/gnn-big.bat
+run gnn_big_gstore 90 incg "$B/gnn" gstore "$FEAT" "$BB" "$ROWB" "$SECS" 0 gnn_big_gstore
+run gnn_big_mmap 90 incg "$B/gnn" mmap "$FEAT" "$BB" "$ROWB" "$SECS" "$NTH" plain gnn_big_mmap
+run gnn_big_mmap_random 90 incg "$B/gnn" mmap "$FEAT" "$BB" "$ROWB" "$SECS" "$NTH" random \
+	gnn_big_mmap_random
+[[ $KV == 1 ]] && run gnn_big_kvikio 120 incg kvikio "$FEAT" "$BB" "$ROWB" "$SECS" gnn_big_kvikio
+
+# ---- fits in RAM: an epoch from cold, no limit ----
+EB=$B/gnn-epoch.bat
+TIER_MIB=$(( GIB * 1024 ))
+run gnn_fit_gstore 120 "$B/gnn" gstore "$FEAT" "$EB" "$ROWB" epoch "$TIER_MIB" gnn_fit_gstore
+run gnn_fit_gstore_notier 120 "$B/gnn" gstore "$FEAT" "$EB" "$ROWB" epoch 0 gnn_fit_gstore_notier
+run gnn_fit_mmap 120 "$B/gnn" mmap "$FEAT" "$EB" "$ROWB" epoch "$NTH" plain gnn_fit_mmap
+run gnn_fit_loadall 120 "$B/gnn" loadall "$FEAT" "$EB" "$ROWB" gnn_fit_loadall
+[[ $KV == 1 && -z ${GNN_SKIP_FIT_KVIKIO:-} ]] &&
+	run gnn_fit_kvikio 120 kvikio "$FEAT" "$EB" "$ROWB" epoch gnn_fit_kvikio
+[[ -n $CG ]] && rmdir "$CG" 2>/dev/null
+
+# ---- the gather kernels under compute-sanitizer ----
+SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+if [[ -x $SAN && -z ${GNN_SKIP_SANITIZER:-} ]]; then
+	run memcheck_gather 150 "$SAN" --tool memcheck --error-exitcode 9 "$B/gnn" check "$FEAT" quick
+	run racecheck_gather 150 "$SAN" --tool racecheck --error-exitcode 9 "$B/gnn" check "$FEAT" quick
+fi
+
+# ---- the table ----
+v() { awk -v n="$1" '$1 == "RESULT" && $2 == n { print $3; exit }' "$LOG"; }
+ratio() {
+	local a b
+	a=$(v "$1")
+	b=$(v "$2")
+	awk -v a="$a" -v b="$b" -v w="$3" -v t="$4" 'BEGIN {
+		if (a == "" || b == "" || b + 0 == 0) { printf "  %-44s n/a\n", w; exit }
+		r = a / b
+		printf "  %-44s %6.2fx  (target >= %s: %s)\n", w, r, t, r >= t ? "met" : "MISSED"
+	}'
+}
+{
+	echo
+	echo "==== GNN pipeline: $(nvidia-smi -L 2>/dev/null | head -1), table $GIB GiB" \
+		"($NROWS x $ROWB B), $(( $(date +%s) - T0 )) s"
+	grep -hE "^RESULT gnn_" "$LOG" | cut -c8-400
+	echo "ratios (batches/s, same run, same file):"
+	ratio gnn_big_gstore gnn_big_mmap "big: gstore / mmap loader" 3
+	ratio gnn_big_gstore gnn_big_mmap_random "big: gstore / mmap + MADV_RANDOM" 3
+	ratio gnn_big_gstore gnn_big_kvikio "big: gstore / KvikIO" 1
+	ratio gnn_fit_gstore gnn_fit_mmap "fit (epoch): gstore host tier / mmap loader" 1
+	ratio gnn_fit_gstore gnn_fit_kvikio "fit (epoch): gstore host tier / KvikIO" 1
+	ratio gnn_fit_gstore gnn_fit_loadall "fit (epoch): gstore host tier / load-all" 1
+	ratio gnn_big_gstore_blocks gnn_raw_iops "big: gstore device blocks/s / raw 4 KiB IOPS" 0.95
+	grep -hE "^(PASS|FAIL)" "$LOG" | sort | uniq -c | awk '{ $1 = ""; print }' | sed 's/^ //'
+	[[ $fail == 0 ]] && echo "PASS gnn pipeline" || echo "FAIL gnn pipeline"
+} | tee "$OUT/gnn-summary.txt"
+exit $fail
