@@ -202,7 +202,7 @@ $(CUDA_LIB): $(CU_LIB_OBJS)
 
 $(CUDA_SO): $(CU_LIB_OBJS) $(SO_LINKS) $(SO_MAP)
 	$(NVCC) -shared -Xlinker -soname,$(CUDA_SO_NAME) -Xlinker --version-script=$(SO_MAP) \
-		-Xlinker --no-undefined -o $@ $(CU_LIB_OBJS) -L$(B) -lgstore
+		-Xlinker --no-undefined -o $@ $(CU_LIB_OBJS) -L$(B) -lgstore -luring
 
 $(CUDA_SO_LINKS): $(CUDA_SO)
 	ln -sf $(CUDA_SO_FILE) $(B)/$(CUDA_SO_NAME)
