@@ -12,6 +12,7 @@ CUDA tensor/array the caller passes as `out`.
 import ctypes
 import errno
 import os
+import sys
 
 from . import _lib
 from ._lib import Closable, GstoreError, GstoreRangeError, check
@@ -182,6 +183,19 @@ def _cai_ptr(out, nbytes):
     return cai["data"][0]
 
 
+def _current_stream(device):
+    """torch's current stream on @device where torch has initialised CUDA (None: the
+    legacy default stream): the gather then runs after what torch queued there (the
+    kernels that last used an `out` tensor, say)."""
+    torch = sys.modules.get("torch")
+    try:
+        if torch is not None and torch.cuda.is_initialized():
+            return torch.cuda.current_stream(device).cuda_stream or None
+    except Exception:		# a torch without CUDA, or an odd build: the default stream
+        pass
+    return None
+
+
 class GatherParams(ctypes.Structure):
     """struct gs_cuda_gather_params (include/gstore_cuda_gather.h), zero-padded at the end."""
     _fields_ = [("row_bytes", ctypes.c_uint64), ("base", ctypes.c_uint64),
@@ -343,8 +357,8 @@ class CudaArray(Closable):
         @rows: host integers (list, numpy array, CPU tensor; checked against the rows
         here), or a 1-D int64/uint64 CUDA tensor (engine gather: used in place; a row out
         of range fails the call with ERANGE, and the context stays failed).  @stream: a
-        cudaStream_t as an int (None: the legacy default stream).  Returns when the rows
-        are there."""
+        cudaStream_t as an int (None: torch's current stream where torch uses CUDA, else
+        the legacy default stream).  Returns when the rows are there."""
         if not self._c:
             raise GstoreError(errno.EBADF, "gather on a closed CudaArray", self.path)
         a = self.array
@@ -369,6 +383,8 @@ class CudaArray(Closable):
         else:
             dst = _cai_ptr(out, nbytes)
         what = "gather %d rows into GPU memory" % n
+        if stream is None:
+            stream = _current_stream(self.device)
         if self.engine == "rows":
             check(self._lib.gs_cuda_read_rows(self._c, a.row_bytes, rows_ptr, n, dst, stream),
                   what, self.path)

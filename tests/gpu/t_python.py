@@ -136,6 +136,12 @@ def run(mnt):
         r = g.gather(rows2, out=out)
         check("out", r is out and torch.equal(out.cpu(), cpu[torch.from_numpy(rows2)]),
               "into a caller's tensor")
+        side = torch.cuda.Stream()
+        with torch.cuda.stream(side):	# torch's current stream: the gather runs on it
+            out2 = torch.full((1000, F), 7.0, device=dev)
+            g.gather(rows2, out=out2)
+            ok2 = torch.equal(out2.cpu(), cpu[torch.from_numpy(rows2)])
+        check("side_stream", ok2, "out= on a side stream torch made current")
         rows3 = torch.arange(N - 10, N).tolist() + [0, 0, 5]
         check("edges_repeats", torch.equal(torch.as_tensor(g.gather(rows3), device=dev).cpu(),
                                            cpu[rows3]), "last rows, repeated rows")
