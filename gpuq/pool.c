@@ -941,35 +941,144 @@ static int64_t pool_read_sync(struct gs_bdev *bd, void *buf, size_t len, uint64_
 	return r;
 }
 
+/* One segment (within a stripe unit) from its first healthy copy, on this thread. */
+static int64_t read_seg_sync(struct gs_bdev *bd, char *buf, uint32_t sl, uint64_t o)
+{
+	uint32_t copies = gs_pool_copies(&bd->geo, o), k, m = 0;
+	uint32_t pref = gs_pool_pref(&bd->geo, o);
+	uint64_t phys;
+	ssize_t r = -EIO;
+
+	for (k = 0; k < copies && r != sl; k++) {
+		gs_pool_locate(&bd->geo, o, (pref + k) % copies, &m, &phys);
+		if (!member_ok(bd, m))
+			continue;
+		r = gs_q_pread_sync(bd->m[m].q, buf, sl, phys);
+		if (r >= 0 && r != sl)
+			r = -EIO;
+		if (r < 0 && !is_device_error(r))
+			return r;
+		if (r < 0)
+			member_fail(bd, m, r);
+	}
+	if (r != sl) {
+		log_lost(bd, m, o);
+		return r < 0 ? r : -EIO;
+	}
+	return sl;
+}
+
+/* A read of several segments: each sent to its member's queue at once, joined here. */
+struct sync_join {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	unsigned left;
+};
+
+struct sync_piece {
+	struct gs_q_io io;	/* first: the member's callback gets this */
+	struct sync_join *j;
+	uint32_t member;
+	int64_t res;		/* 1: not sent */
+};
+
+static void sync_piece_done(struct gs_q_io *io, int64_t res)
+{
+	struct sync_piece *sp = (struct sync_piece *)io;
+	struct sync_join *j = sp->j;
+
+	pthread_mutex_lock(&j->mu);
+	sp->res = res;
+	if (!--j->left)
+		pthread_cond_signal(&j->cv);
+	pthread_mutex_unlock(&j->mu);
+}
+
+#define SYNC_FANOUT	64	/* segments sent at once by one read_sync */
+
+/*
+ * Reads on the caller's thread (the fs's direct reads).  A read within one
+ * stripe unit goes to its member's read_sync; a longer one would visit the
+ * members one after the other, so its segments (up to SYNC_FANOUT) go to
+ * their members' queues together and are joined here: a 1 MiB read over
+ * four members waits for one member's share, not for all four in turn.  A
+ * segment that fails is read again by read_seg_sync (other copies, member
+ * failure, the EIO that names it).
+ */
 static int64_t read_sync_locked(struct gs_bdev *bd, void *buf, size_t len, uint64_t off)
 {
+	struct sync_piece sp[SYNC_FANOUT];
+	struct sync_join j;
 	uint64_t o = off, l = len;
 
 	while (l) {
-		uint32_t sl = gs_pool_seg_len(&bd->geo, o, l);
-		uint32_t copies = gs_pool_copies(&bd->geo, o), k, m = 0;
-		uint32_t pref = gs_pool_pref(&bd->geo, o);
-		uint64_t phys;
-		ssize_t r = -EIO;
+		uint64_t o0 = o;
+		unsigned n = 0, i;
 
-		for (k = 0; k < copies && r != sl; k++) {
-			gs_pool_locate(&bd->geo, o, (pref + k) % copies, &m, &phys);
-			if (!member_ok(bd, m))
+		/* the next segments, each sent to the first healthy copy */
+		for (; l && n < SYNC_FANOUT; n++) {
+			uint32_t sl = gs_pool_seg_len(&bd->geo, o, l), m = 0, k;
+			uint32_t copies = gs_pool_copies(&bd->geo, o);
+			uint32_t pref = gs_pool_pref(&bd->geo, o);
+			uint64_t phys = 0;
+
+			for (k = 0; k < copies; k++) {
+				gs_pool_locate(&bd->geo, o, (pref + k) % copies, &m, &phys);
+				if (member_ok(bd, m))
+					break;
+			}
+			sp[n] = (struct sync_piece){
+				.io = { .op = GS_OP_READ, .len = sl, .off = phys,
+					.buf = (char *)buf + (o - off), .done = sync_piece_done,
+					.priv = bd->m[m].q },
+				.j = &j, .member = m, .res = k < copies ? 0 : 1,
+			};
+			o += sl;
+			l -= sl;
+		}
+		if (n == 1 && o0 == off && !l) {
+			/* one segment in all: no join needed */
+			int64_t r = read_seg_sync(bd, buf, sp[0].io.len, off);
+
+			return r < 0 ? r : (int64_t)len;
+		}
+		pthread_mutex_init(&j.mu, NULL);
+		pthread_cond_init(&j.cv, NULL);
+		j.left = 1;	/* held until every piece is out */
+		for (i = 0; i < n; i++) {
+			struct gs_q_io *io = &sp[i].io;
+
+			if (sp[i].res)
 				continue;
-			r = gs_q_pread_sync(bd->m[m].q, (char *)buf + (o - off), sl, phys);
-			if (r >= 0 && r != sl)
-				r = -EIO;
-			if (r < 0 && !is_device_error(r))
-				return r;
+			pthread_mutex_lock(&j.mu);
+			j.left++;
+			pthread_mutex_unlock(&j.mu);
+			if (gs_q_submit(io->priv, &io, 1) < 0) {
+				pthread_mutex_lock(&j.mu);
+				j.left--;
+				sp[i].res = 1;
+				pthread_mutex_unlock(&j.mu);
+			}
+		}
+		pthread_mutex_lock(&j.mu);
+		j.left--;
+		while (j.left)
+			pthread_cond_wait(&j.cv, &j.mu);
+		pthread_mutex_unlock(&j.mu);
+		pthread_cond_destroy(&j.cv);
+		pthread_mutex_destroy(&j.mu);
+		/* what did not arrive whole: again, copy by copy, failing members */
+		for (i = 0, o = o0; i < n; o += sp[i].io.len, i++) {
+			int64_t r;
+
+			if (sp[i].res == (int64_t)sp[i].io.len)
+				continue;
+			if (sp[i].res < 0 && is_device_error(sp[i].res))
+				member_fail(bd, sp[i].member, sp[i].res);
+			r = read_seg_sync(bd, (char *)buf + (o - off), sp[i].io.len, o);
 			if (r < 0)
-				member_fail(bd, m, r);
+				return r;
 		}
-		if (r != sl) {
-			log_lost(bd, m, o);
-			return r < 0 ? r : -EIO;
-		}
-		o += sl;
-		l -= sl;
 	}
 	return (int64_t)len;
 }
