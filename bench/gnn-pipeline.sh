@@ -13,7 +13,9 @@
 #   bash bench/gnn-pipeline.sh            (B=build/gpu, built by make -C tests/gpu)
 #
 # Env: GNN_GIB (table, 8), GNN_ROWB (row bytes, 4096: F = 1024 float32),
-# GNN_SEEDS (256), GNN_FANOUTS (10,5), GNN_SECS (10), GNN_EPOCH (50),
+# GNN_SEEDS (1024), GNN_FANOUTS (10,5), GNN_SECS (10), GNN_EPOCH (50), GNN_EDGE_FACTOR (8),
+# GNN_BATCHES (100: the steady state goes round them),
+# GNN_SYNTHETIC (set: gnn gen's sampler instead of gs_graph_sample over an imported graph),
 # GNN_THREADS (mmap gather threads, 16), GNN_CG_MIB (table / 4),
 # GNN_KVIKIO_THREADS (64), GNN_FEAT (the table file), OUT (logs).
 set -u
@@ -58,10 +60,44 @@ T0=$(date +%s)
 timeout 300 "$B/mkimage" "$FEAT" "$GIB" >>"$LOG" 2>&1 || { say "FAIL gnn: mkimage"; exit 1; }
 NROWS=$(( $(stat -c %s "$FEAT") / ROWB ))
 say "gnn: table $FEAT: $NROWS rows x $ROWB bytes ($GIB GiB), made in $(( $(date +%s) - T0 )) s"
-timeout 120 "$B/gnn" gen "$B/gnn-big.bat" "$NROWS" "${GNN_SEEDS:-256}" "${GNN_FANOUTS:-10,5}" \
-	"${GNN_BATCHES:-400}" 1 | tee -a "$LOG"
-timeout 120 "$B/gnn" gen "$B/gnn-epoch.bat" "$NROWS" "${GNN_SEEDS:-256}" \
-	"${GNN_FANOUTS:-10,5}" "$EPOCH" 2 >>"$LOG"
+# ---- the batches: gs_graph_sample(3) over an R-MAT graph/g of NROWS vertices in a
+# gstore image (the node index is the row); gnn gen's synthetic sampler if that fails
+SEEDS=${GNN_SEEDS:-1024}
+FAN=${GNN_FANOUTS:-10,5}
+sampled=0
+if [[ -z ${GNN_SYNTHETIC:-} && -x build/bin/gstore && -x build/bin/gstore-graphbench &&
+      -f build/libgstore.a ]]; then
+	scale=0
+	while (( (2 << scale) <= NROWS )); do scale=$((scale + 1)); done
+	GIMG=$(realpath -m "$B")/gnn-g.img
+	rm -f "$GIMG"
+	if {
+		cc -O2 -std=gnu11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Iinclude -Iuapi -pthread \
+			-o "$B/gnn_sample" bench/gnn_sample.c build/libgstore.a -luring -lm &&
+		timeout 120 build/bin/gstore-graphbench gen --scale "$scale" \
+			--edge-factor "${GNN_EDGE_FACTOR:-8}" "$B/gnn-g.txt" &&
+		build/bin/gstore mkfs --size "${GNN_GRAPH_IMG:-4G}" "$GIMG" &&
+		timeout 180 build/bin/gstore import graph g "$B/gnn-g.txt" --image "$GIMG" \
+			--undirected --vertices "$NROWS" --ids dense --cache 256M &&
+		timeout 120 "$B/gnn_sample" "$GIMG" g "$B/gnn-big.bat" "${GNN_BATCHES:-100}" \
+			"$SEEDS" "$FAN" 1 &&
+		timeout 60 "$B/gnn_sample" "$GIMG" g "$B/gnn-epoch.bat" "$EPOCH" "$SEEDS" "$FAN" 2
+	} >>"$LOG" 2>&1; then
+		sampled=1
+		say "gnn: batches sampled by gs_graph_sample(3) over R-MAT scale $scale" \
+			"(edge factor ${GNN_EDGE_FACTOR:-8}, undirected) in $GIMG"
+		grep -E "^graph/g|^RESULT gnn_sample" "$LOG" | tee -a "$OUT/gnn-sample.txt"
+	else
+		say "NOTE: graph import or gs_graph_sample failed (see $LOG): synthetic sampler"
+	fi
+	rm -f "$B/gnn-g.txt"
+fi
+if [[ $sampled == 0 ]]; then
+	timeout 120 "$B/gnn" gen "$B/gnn-big.bat" "$NROWS" "$SEEDS" "$FAN" \
+		"${GNN_BATCHES:-100}" 1 | tee -a "$LOG"
+	timeout 120 "$B/gnn" gen "$B/gnn-epoch.bat" "$NROWS" "$SEEDS" "$FAN" "$EPOCH" 2 >>"$LOG"
+fi
+say "gnn: sampling and setup took $(( $(date +%s) - T0 )) s"
 run check 120 "$B/gnn" check "$FEAT"
 grep -E "^(PASS|FAIL) check" "$LOG"
 

@@ -90,7 +90,7 @@ def main():
     f = kvikio.CuFile(path, "r")
 
     def submit(i):
-        rows = batches[i]
+        rows = batches[i % len(batches)]
         uniq, inv = np.unique(rows, return_inverse=True)
         # runs of consecutive rows: one read each
         brk = np.flatnonzero(np.diff(uniq) != 1) + 1
@@ -103,8 +103,9 @@ def main():
 
     nb, done, i, last, last_out = len(batches), 0, 0, -1, None
     pending = submit(0)
-    while i < nb and (epoch or time.monotonic() < t0 + secs):
-        nxt = submit(i + 1) if i + 1 < nb else None
+    # steady state: the batches again and again until the window closes
+    while (i < nb) if epoch else (time.monotonic() < t0 + secs):
+        nxt = submit(i + 1) if (i + 1 < nb or not epoch) else None
         futs, inv, nu = pending
         for fu in futs:
             fu.get()
@@ -112,8 +113,8 @@ def main():
         out = rowsbuf[cp.asarray(inv.reshape(-1))]      # the batch, in sampled order
         acc += out.view(cp.uint64).sum(dtype=cp.uint64)  # the consumer reads every byte
         cp.cuda.Device().synchronize()
-        done += len(batches[i])
-        last, last_out = i, out
+        done += len(batches[i % nb])
+        last, last_out = i % nb, out
         pending = nxt
         i += 1
     if pending is not None:

@@ -376,21 +376,22 @@ static int cmd_gstore(int argc, char **argv)
 
 	OK(gs_cuda_gather(g, drows + first[0], bt.b[0].size(), dbuf[0], sg));
 	CK(cudaEventRecord(eg[0], sg));
-	for (i = 0; i < nb && (epoch || now_s() < until); i++) {
+	/* steady state: the batches again and again until the window closes */
+	for (i = 0; epoch ? i < nb : now_s() < until; i++) {
 		int k = i & 1;
+		uint64_t b = i % nb, nx = (i + 1) % nb;
 
-		if (i + 1 < nb) {
+		if (!epoch || i + 1 < nb) {
 			/* its buffer's previous batch (i - 1) consumed first */
 			CK(cudaStreamWaitEvent(sg, ec[!k], 0));
-			OK(gs_cuda_gather(g, drows + first[i + 1], bt.b[i + 1].size(), dbuf[!k],
-					  sg));
+			OK(gs_cuda_gather(g, drows + first[nx], bt.b[nx].size(), dbuf[!k], sg));
 			CK(cudaEventRecord(eg[!k], sg));
 		}
 		CK(cudaStreamWaitEvent(sc, eg[k], 0));
-		consume(dbuf[k], bt.b[i].size() * rb, sum, sc);
+		consume(dbuf[k], bt.b[b].size() * rb, sum, sc);
 		CK(cudaEventRecord(ec[k], sc));
 		CK(cudaEventSynchronize(ec[k]));
-		done += bt.b[i].size();
+		done += bt.b[b].size();
 	}
 	run_out o = { now_s() - t0, (double)i, (double)done, cpu_now() - c0,
 		      io_read_bytes() - io0, i - 1 };
@@ -414,7 +415,7 @@ static int cmd_gstore(int argc, char **argv)
 		printf("FAIL %s: gather error %s\n", name, strerror(-ret));
 		return 1;
 	}
-	ret = verify(name, bt.b[o.last], rb, dbuf[o.last & 1]);
+	ret = verify(name, bt.b[o.last % nb], rb, dbuf[o.last & 1]);
 	gs_cuda_gather_close(g);
 	gs_cuda_close(c);
 	gs_q_close(q);
@@ -482,9 +483,9 @@ static int cmd_mmap(int argc, char **argv)
 	double t0 = now_s(), c0 = cpu_now(), io0 = io_read_bytes(), until = t0 + secs, part = 0;
 	uint64_t nb = bt.b.size(), done = 0, i;
 
-	for (i = 0; i < nb; i++) {
+	for (i = 0; epoch ? i < nb : now_s() < until; i++) {
 		int k = i & 1;
-		const std::vector<uint64_t> &r = bt.b[i];
+		const std::vector<uint64_t> &r = bt.b[i % nb];
 		std::vector<pthread_t> t(nth);
 		std::vector<mm_arg> a(nth);
 		uint64_t got = 0;
@@ -525,7 +526,7 @@ static int cmd_mmap(int argc, char **argv)
 		printf("PASS %s: no whole batch in the window (nothing to check)\n", name);
 		return 0;
 	}
-	return verify(name, bt.b[o.last], rb, dbuf[o.last & 1]);
+	return verify(name, bt.b[o.last % nb], rb, dbuf[o.last & 1]);
 }
 
 /* ---- load everything into GPU memory, then gather there ---- */
