@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/statvfs.h>
 #include <syslog.h>
 #include <time.h>
 #include <unistd.h>
@@ -37,6 +38,7 @@ struct conf {
 	unsigned pollers, qd, threads, readahead;
 	double timeout;
 	int ro, buffered, nonopts, helper;
+	int allow_dev, allow_suid;
 };
 
 enum { KEY_RO, KEY_KEEP, KEY_DROP, KEY_HELP, KEY_VERSION };
@@ -55,9 +57,12 @@ static const struct fuse_opt gs_opts[] = {
 	OPT("backend=%s", backend, 0),
 	OPT("devices=%s", devices, 0),
 	OPT("buffered", buffered, 1),
+	OPT("allow_dev", allow_dev, 1),
+	OPT("allow_suid", allow_suid, 1),
 	FUSE_OPT_KEY("ro", KEY_RO),
 	FUSE_OPT_KEY("rw", KEY_KEEP),
-	/* mount(8)/fstab words that mean nothing here; nosuid,nodev always apply */
+	/* mount(8)/fstab words that mean nothing here (mount.fuse3 adds dev,suid
+	 * to every root mount): nosuid,nodev apply unless allow_dev/allow_suid */
 	FUSE_OPT_KEY("dev", KEY_DROP),
 	FUSE_OPT_KEY("suid", KEY_DROP),
 	FUSE_OPT_KEY("exec", KEY_DROP),
@@ -94,11 +99,13 @@ static void usage(FILE *f)
 		"  -o readahead=KIB   kernel read-ahead window (default 4096; 0: kernel's)\n"
 		"  -o ro              read-only\n"
 		"  -o buffered        no O_DIRECT on the image (images on tmpfs)\n"
+		"  -o allow_dev       device nodes open their devices (root; default nodev)\n"
+		"  -o allow_suid      setuid/setgid bits take effect (root; default nosuid)\n"
 		"  -o fault=SPEC      I/O fault injection for tests (gs_q_fault(3))\n"
 		"  -o backend=NAME    uring, nvme or uring-passthru (default: by device path)\n"
 		"  -o devices=D1:D2   the members of a pool (default: as recorded on IMAGE)\n"
 		"\n"
-		"Always: default_permissions,nosuid,nodev (+allow_other when run by root).\n"
+		"Always: default_permissions (+allow_other when run by root).\n"
 		"  -f                 foreground      -d  debug (implies -f)\n"
 		"  -s                 single-threaded\n"
 		"See gstorefs(8).\n");
@@ -393,6 +400,17 @@ static const struct {
 	{ "lazytime", MS_LAZYTIME, 0 }, { "nolazytime", 0, MS_LAZYTIME },
 };
 
+/* nosuid,nodev as the mount at @mnt has them (mount(8)'s words for them
+ * cannot be told from those mount.fuse3 adds): a remount keeps them. */
+static unsigned long mnt_sec_flags(const char *mnt)
+{
+	struct statvfs st;
+
+	if (statvfs(mnt, &st))
+		return MS_NOSUID | MS_NODEV;
+	return (st.f_flag & ST_NOSUID ? MS_NOSUID : 0) | (st.f_flag & ST_NODEV ? MS_NODEV : 0);
+}
+
 /* The value of "KEY: " in DIR/.gstore/info, or -1 (no mount of gstorefs there). */
 static long info_field(const char *mnt, const char *key)
 {
@@ -415,7 +433,7 @@ static long info_field(const char *mnt, const char *key)
 /* @opts: every -o word given, comma-separated.  Returns the exit status. */
 static int remount(const char *mnt, char *opts)
 {
-	unsigned long flags = MS_REMOUNT | MS_NOSUID | MS_NODEV;	/* always, as mounted */
+	unsigned long flags = MS_REMOUNT | mnt_sec_flags(mnt);
 	long ro;
 
 	for (char *w = strtok(opts, ","); w; w = strtok(NULL, ",")) {
@@ -501,7 +519,7 @@ static char *remount_opts(int argc, char **argv, const char **mnt)
  */
 static int mount_again(const char *image, const char *mnt, int ro)
 {
-	unsigned long f = MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV | (ro ? MS_RDONLY : 0);
+	unsigned long f = MS_BIND | MS_REMOUNT | (ro ? MS_RDONLY : 0);
 	char *first = gs_fs_find_mount(image), info[PATH_MAX];
 	int ret = -1;
 
@@ -516,8 +534,8 @@ static int mount_again(const char *image, const char *mnt, int ro)
 			strerror(errno));
 		goto out;
 	}
-	/* the bind's own flags: nosuid,nodev as always, ro if asked */
-	if (mount(NULL, mnt, NULL, f, NULL)) {
+	/* the bind's own flags: nosuid,nodev as the first's, ro if asked */
+	if (mount(NULL, mnt, NULL, f | mnt_sec_flags(first), NULL)) {
 		fprintf(stderr, "gstorefs: flags of %s: %s\n", mnt, strerror(errno));
 		umount2(mnt, MNT_DETACH);
 		goto out;
@@ -566,7 +584,11 @@ int main(int argc, char **argv)
 	/* fsname is the image's absolute path: `gstore` finds the mount by it. */
 	fsname = fsname_opt(realpath(c.image, imgpath) ? imgpath : c.image);
 	if (!fsname || fuse_opt_add_arg(&args, "-o") ||
-	    fuse_opt_add_arg(&args, "default_permissions,nosuid,nodev,subtype=gstorefs") ||
+	    fuse_opt_add_arg(&args, c.allow_dev ? "dev" : "nodev") ||
+	    fuse_opt_add_arg(&args, "-o") ||
+	    fuse_opt_add_arg(&args, c.allow_suid ? "suid" : "nosuid") ||
+	    fuse_opt_add_arg(&args, "-o") ||
+	    fuse_opt_add_arg(&args, "default_permissions,subtype=gstorefs") ||
 	    fuse_opt_add_arg(&args, "-o") || fuse_opt_add_arg(&args, fsname) ||
 	    (geteuid() == 0 &&
 	     (fuse_opt_add_arg(&args, "-o") || fuse_opt_add_arg(&args, "allow_other"))))
@@ -577,6 +599,10 @@ int main(int argc, char **argv)
 	}
 	if (parse_conf(&c, &fo))
 		goto free_args;
+	if ((c.allow_dev || c.allow_suid) && geteuid() != 0) {
+		fprintf(stderr, "gstorefs: allow_dev and allow_suid need root\n");
+		goto free_args;
+	}
 	fc.rdonly = (unsigned)c.ro;
 	fc.timeout = c.timeout;
 	fc.readahead_kib = c.readahead;
