@@ -9,6 +9,7 @@
 #   gs_umount                       unmount and wait for the daemon; fails if it failed
 #   gs_detach                       unmount only: the daemon goes on exiting
 #   gs_kill9                        kill -9 the daemon, detach the dead mount
+#   gs_wait_exit                    a daemon mount(8) started for $IMG has exited
 #   fail MSG / ok MSG / expect WANT CMD...
 set -u
 GS_BUILD=${GS_BUILD:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/build}
@@ -164,6 +165,17 @@ gs_kill9() {
 	GS_PID=
 	fusermount3 -u -z "$MNT" 2>/dev/null || umount -l "$MNT"
 	GS_MOUNTED=0
+}
+
+# gs_wait_exit: a daemon of $IMG started by mount(8) (no $GS_PID) has exited
+# after the last umount (it writes back first)
+gs_wait_exit() {
+	local i
+	for ((i = 0; i < 200; i++)); do
+		pgrep -f -- "gstorefs.* $IMG( |$)" >/dev/null || return 0
+		sleep 0.1
+	done
+	fail "the daemon of $IMG still runs after the last unmount"
 }
 
 # gs_alive: the daemon still runs and the mount answers

@@ -21,15 +21,6 @@ int main(void) { printf("%u\n", (unsigned)geteuid()); return 0; }
 EOF
 cc -o "$T/euid" "$T/euid.c" || skip "no C compiler"
 
-wait_gone() {	# the daemon has exited after the umount
-	local i
-	for ((i = 0; i < 100; i++)); do
-		pgrep -f -- "gstorefs.* $IMG( |$)" >/dev/null || return 0
-		sleep 0.1
-	done
-	fail "the daemon of $IMG still runs"
-}
-
 check() {	# check dev|nodev suid|nosuid: what the mount does
 	local o
 	o=$(findmnt -n -o OPTIONS "$MNT")
@@ -61,7 +52,7 @@ mount -t fuse -o "cache=32M${GS_MNT_OPTS:+,$GS_MNT_OPTS}" "$GSTOREFS#$IMG" "$MNT
 GS_MOUNTED=1
 check nodev nosuid
 umount "$MNT" && GS_MOUNTED=0
-wait_gone
+gs_wait_exit
 ok "default: nosuid,nodev"
 
 mount -t fuse -o "allow_dev,allow_suid${GS_MNT_OPTS:+,$GS_MNT_OPTS}" "$GSTOREFS#$IMG" "$MNT" ||
@@ -75,5 +66,5 @@ o=$(findmnt -n -o OPTIONS "$MNT")
 mount -t fuse -o remount,rw "$GSTOREFS#$IMG" "$MNT" || fail "remount,rw"
 check dev suid
 umount "$MNT" && GS_MOUNTED=0
-wait_gone
+gs_wait_exit
 ok "allow_dev,allow_suid: devices open, setuid takes effect, kept over remounts"

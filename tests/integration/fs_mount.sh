@@ -14,15 +14,6 @@ grep -q nonexistent "$T/err" || fail "no message for a bad image: $(cat "$T/err"
 gstorefs "$IMG" "$T/nodir" 2>/dev/null && fail "mounted on a nonexistent dir"
 gstorefs "$IMG" 2>/dev/null && fail "ran without a mount point"
 
-wait_gone() {	# the daemon of $IMG has exited (it flushes after the unmount)
-	local i
-	for ((i = 0; i < 100; i++)); do
-		pgrep -f -- "gstorefs $IMG" >/dev/null || return 0
-		sleep 0.1
-	done
-	fail "gstorefs for $IMG still running after unmount"
-}
-
 gstorefs "$IMG" "$MNT" -o cache=64M,pollers=1 || fail "daemon mode mount"
 GS_MOUNTED=1
 opts=$(findmnt -n -o OPTIONS "$MNT")
@@ -36,7 +27,7 @@ fi
 echo daemon >"$MNT/arrays/d"
 fusermount3 -u "$MNT" || fail "unmount"
 GS_MOUNTED=0
-wait_gone
+gs_wait_exit
 ok "daemon mode"
 
 # mount.fuse3's convention, as mount -t fuse.gstorefs / fstab type fuse.gstorefs
@@ -53,7 +44,7 @@ opts=$(findmnt -n -o OPTIONS "$MNT")
 [[ $opts == *nosuid* && $opts == *nodev* ]] || fail "suid/dev were not ignored: $opts"
 fusermount3 -u "$MNT" || fail umount
 GS_MOUNTED=0
-wait_gone
+gs_wait_exit
 ok "mount.fuse3 -t fuse.gstorefs"
 
 if [[ $(id -u) -ne 0 ]]; then
@@ -66,13 +57,13 @@ GS_MOUNTED=1
 [[ $(findmnt -n -o FSTYPE "$MNT") == fuse.gstorefs ]] || fail "type via mount(8)"
 umount "$MNT" || fail umount
 GS_MOUNTED=0
-wait_gone
+gs_wait_exit
 if [[ $(command -v gstorefs) != "$GSTOREFS" ]] && PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin command -v gstorefs >/dev/null; then
 	mount -t fuse.gstorefs -o cache=32M "$IMG" "$MNT" || fail "mount -t fuse.gstorefs (installed)"
 	GS_MOUNTED=1
 	umount "$MNT" || fail umount
 	GS_MOUNTED=0
-	wait_gone
+	gs_wait_exit
 	ok "mount -t fuse.gstorefs with the installed gstorefs"
 fi
 ok "mount(8)"
@@ -85,6 +76,6 @@ GS_MOUNTED=1
 touch "$MNT/arrays/x" 2>/dev/null && fail "wrote on a ro mount"
 umount "$MNT" || fail umount
 GS_MOUNTED=0
-wait_gone
+gs_wait_exit
 "$GSTORE" fsck -n "$IMG" >/dev/null || fail "fsck"
 ok "fstab line, ro"

@@ -16,14 +16,6 @@ mkdir -p "$M2" "$M3" "$T/m4"
 trap 'umount -l "$M2" 2>/dev/null; umount -l "$M3" 2>/dev/null; gs_cleanup' EXIT
 
 daemons() { pgrep -f -- "gstorefs.* $IMG( |$)" | wc -l; }
-wait_gone() {
-	local i
-	for ((i = 0; i < 200; i++)); do
-		[[ $(daemons) == 0 ]] && return 0
-		sleep 0.1
-	done
-	fail "the daemon of $IMG still runs after the last unmount"
-}
 
 mount -t fuse -o "cache=32M$opts" "$GSTOREFS#$IMG" "$MNT" || fail "first mount"
 GS_MOUNTED=1
@@ -55,6 +47,6 @@ GS_MOUNTED=0
 [[ $(daemons) == 1 ]] || fail "the daemon left while a mount remains"
 umount "$M2" || fail "umount the second"
 umount "$M3" || fail "umount the third"
-wait_gone
+gs_wait_exit
 "$GSTORE" fsck -n "$IMG" >"$T/fsck.log" 2>&1 || { cat "$T/fsck.log" >&2; fail "fsck"; }
 ok "the daemon exits after the last unmount; fsck clean"
