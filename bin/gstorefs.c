@@ -34,7 +34,7 @@
 
 struct conf {
 	char *image;
-	char *cache, *line, *dirty, *fault, *backend, *devices;
+	char *cache, *line, *dirty, *fault, *backend, *devices, *uring;
 	unsigned pollers, qd, threads, readahead;
 	double timeout;
 	int ro, buffered, nonopts, helper;
@@ -56,6 +56,7 @@ static const struct fuse_opt gs_opts[] = {
 	OPT("fault=%s", fault, 0),
 	OPT("backend=%s", backend, 0),
 	OPT("devices=%s", devices, 0),
+	OPT("uring=%s", uring, 0),
 	OPT("buffered", buffered, 1),
 	OPT("allow_dev", allow_dev, 1),
 	OPT("allow_suid", allow_suid, 1),
@@ -104,6 +105,8 @@ static void usage(FILE *f)
 		"  -o fault=SPEC      I/O fault injection for tests (gs_q_fault(3))\n"
 		"  -o backend=NAME    uring, nvme or uring-passthru (default: by device path)\n"
 		"  -o devices=D1:D2   the members of a pool (default: as recorded on IMAGE)\n"
+		"  -o uring=MODE      FUSE over io_uring: auto (when the kernel offers it),\n"
+		"                     on (required) or off (default auto)\n"
 		"\n"
 		"Always: default_permissions (+allow_other when run by root).\n"
 		"  -f                 foreground      -d  debug (implies -f)\n"
@@ -606,6 +609,17 @@ int main(int argc, char **argv)
 	fc.rdonly = (unsigned)c.ro;
 	fc.timeout = c.timeout;
 	fc.readahead_kib = c.readahead;
+	fc.threads = c.threads;
+	if (!c.uring || !strcmp(c.uring, "auto")) {
+		fc.uring = GS_FUSE_URING_AUTO;
+	} else if (!strcmp(c.uring, "on")) {
+		fc.uring = GS_FUSE_URING_ON;
+	} else if (!strcmp(c.uring, "off")) {
+		fc.uring = GS_FUSE_URING_OFF;
+	} else {
+		fprintf(stderr, "gstorefs: bad uring mode '%s' (auto, on or off)\n", c.uring);
+		goto free_args;
+	}
 	if (geteuid() == 0 && !o.foreground) {
 		ret = mount_again(c.image, o.mountpoint, c.ro);
 		if (ret >= 0)
@@ -636,6 +650,14 @@ int main(int argc, char **argv)
 		goto destroy;
 	if (fuse_session_mount(se, o.mountpoint))
 		goto remove_handlers;
+	ret = gs_fuse_start_transport(gf);
+	if (ret < 0) {
+		fprintf(stderr, "gstorefs: FUSE over io_uring: %s%s\n", strerror(-ret),
+			ret == -EOPNOTSUPP ? " (kernel >= 6.14 with CONFIG_FUSE_IO_URING and "
+			"fuse.enable_uring=1 needed)" : "");
+		ret = 1;
+		goto session_unmount;
+	}
 	ret = gs_fuse_set_readahead(gf, o.mountpoint);
 	if (ret < 0 && ret != -EACCES && ret != -EPERM && ret != -EROFS)
 		fprintf(stderr, "gstorefs: read-ahead stays the kernel's: %s\n", strerror(-ret));
@@ -655,6 +677,7 @@ int main(int argc, char **argv)
 
 	gs_fuse_watch_stop(watch);
 	gs_attach_stop(att);
+session_unmount:
 	fuse_session_unmount(se);
 remove_handlers:
 	fuse_remove_signal_handlers(se);
@@ -680,6 +703,7 @@ free_args:
 	free(c.fault);
 	free(c.backend);
 	free(c.devices);
+	free(c.uring);
 	fuse_opt_free_args(&args);
 	return ret ? 1 : 0;
 }

@@ -14,11 +14,18 @@
 # alone after the parallel phase: it measures time or CPU use, or loads the
 # machine so much that it would disturb the others.
 #
+# The FUSE transport matrix: every test that mounts through gs_mount
+# (tests/helpers/gsmount.sh) runs once per word of $TEST_TRANSPORTS (default
+# "fuse uring"), with GS_TRANSPORT set to the word: the classic /dev/fuse
+# transport, then FUSE over io_uring (that leg skips where the kernel lacks
+# it).  The first leg keeps the test's name; the others are NAME@WORD.  A
+# script with a line "# matrix: no" runs once (it picks its transport).
+#
 # Usage: tests/run.sh [-j N] [FILTER...]
 # Env:   B=build dir (build), TESTS_FILTER="substr1 substr2" (run matching; FILTER
 #        arguments add to it), TEST_JOBS=N (parallel jobs; default: number of CPUs
 #        + 1, at least 2; 1 runs everything one at a time), TEST_TIMEOUT=default
-#        seconds (300), V=1 (show output of passing tests)
+#        seconds (300), V=1 (show output of passing tests), TEST_TRANSPORTS (above)
 set -u
 cd "$(dirname "$0")/.."
 B=${B:-build}
@@ -46,8 +53,18 @@ tests=()
 for t in "$B"/tests/unit/*/test_*; do
 	[[ -x $t && $t != *.d && $t != *.o ]] && tests+=("$t")
 done
+transports=(${TEST_TRANSPORTS-fuse uring})
+in_matrix() { grep -qE '\bgs_(try_)?mount\b' "$1" && ! grep -q '^# matrix: no' "$1"; }
 for t in tests/integration/*.sh tests/qemu/*.sh; do
-	[[ -f $t ]] && tests+=("$t")
+	[[ -f $t ]] || continue
+	if [[ ${#transports[@]} -gt 0 ]] && in_matrix "$t"; then
+		tests+=("$t")
+		for w in "${transports[@]:1}"; do
+			tests+=("$t@$w")
+		done
+	else
+		tests+=("$t")
+	fi
 done
 
 if [[ -n ${filter// /} ]]; then
@@ -67,15 +84,26 @@ tname() {
 
 # the source a test's markers are read from: the script, or the C file
 tsrc() {
-	if [[ $1 == *.sh ]]; then
-		echo "$1"
+	if [[ $1 == *.sh* ]]; then
+		tscript "$1"
 	else
 		echo "tests/${1#"$B"/tests/}.c"
 	fi
 }
 
+# a matrix leg: the script and its transport
+tscript() { echo "${1%@*}"; }
+tleg() {
+	if [[ $1 == *@* ]]; then
+		echo "${1##*@}"
+	elif [[ $1 == *.sh ]] && [[ ${#transports[@]} -gt 0 ]] && in_matrix "$1"; then
+		echo "${transports[0]}"
+	fi
+}
+
 ttimeout() {
 	local x=
+	set -- "$(tscript "$1")"
 	[[ $1 == *.sh ]] && x=$(sed -n 's/^# timeout: *\([0-9]\+\).*/\1/p' "$1" | head -1)
 	echo "${x:-$def_timeout}"
 }
@@ -100,7 +128,7 @@ est() {
 	n=$(tname "$1")
 	if [[ -n ${last[$n]:-} ]]; then
 		echo "${last[$n]}"
-	elif [[ $1 != *.sh ]]; then
+	elif [[ $1 != *.sh* ]]; then
 		echo 1
 	else
 		echo $(($(ttimeout "$1") / 10))
@@ -125,8 +153,9 @@ start_one() {
 	name=$(tname "$t")
 	log=$logdir/$(echo "$name" | tr '/' '_').log
 	to=$(ttimeout "$t")
-	if [[ $t == *.sh ]]; then
-		timeout -k 10 "$to" bash "$t" >"$log" 2>&1 </dev/null &
+	if [[ $t == *.sh* ]]; then
+		GS_TRANSPORT=$(tleg "$t") timeout -k 10 "$to" bash "$(tscript "$t")" >"$log" 2>&1 \
+			</dev/null &
 	else
 		timeout -k 10 "$to" "$t" >"$log" 2>&1 </dev/null &
 	fi

@@ -29,6 +29,7 @@
 
 #include "fuse_internal.h"
 #include "mountinfo.h"
+#include "uring.h"
 
 #define MAX_IO		(1u << 20)	/* max_write, and the read buffer size */
 
@@ -41,6 +42,9 @@ struct gs_fuse {
 	unsigned readahead;		/* bytes, 0: the kernel's default */
 	pthread_key_t buf_key;		/* per worker thread read buffer */
 	struct gs_fuse_counters cnt;	/* updated with relaxed atomics */
+	int uring_mode;			/* -o uring= */
+	unsigned threads;
+	struct gs_fuse_uring *uring;	/* the io_uring transport's state (fs/fuse/uring.c) */
 };
 
 /* Object types with virtual files.  One line per type; see fuse_internal.h. */
@@ -89,6 +93,12 @@ void gs_fuse_get_counters(struct gs_fuse *gf, struct gs_fuse_counters *c)
 	c->fsyncs = __atomic_load_n(&gf->cnt.fsyncs, __ATOMIC_RELAXED);
 	c->other = __atomic_load_n(&gf->cnt.other, __ATOMIC_RELAXED);
 	c->errors = __atomic_load_n(&gf->cnt.errors, __ATOMIC_RELAXED);
+	c->uring_requests = gs_fuse_uring_requests(gf->uring);
+}
+
+struct gs_fuse_uring *gs_fuse_get_uring(struct gs_fuse *gf)
+{
+	return gf->uring;
 }
 
 /* The one place -errno becomes a FUSE reply.  Anything that is not a sane
@@ -734,10 +744,16 @@ static void free_buf(void *p)
 	free(p);
 }
 
-/* A reusable, page-aligned buffer of MAX_IO bytes for this worker thread. */
+/* A reusable, page-aligned buffer of MAX_IO bytes for this worker thread;
+ * on a ring thread serving a READ, the ring entry's own payload buffer, so
+ * the data is not copied again for the reply. */
 static char *thread_buf(struct gs_fuse *gf)
 {
-	void *p = pthread_getspecific(gf->buf_key);
+	void *p = gs_fuse_uring_read_buf(MAX_IO);
+
+	if (p)
+		return p;
+	p = pthread_getspecific(gf->buf_key);
 
 	if (p)
 		return p;
@@ -1244,6 +1260,8 @@ int gs_fuse_new(struct gs_fuse **gfp, struct gs_fs *fs, const struct gs_fuse_con
 	gf->rdonly = conf->rdonly;
 	gf->timeout = conf->timeout < 0 ? 1.0 : conf->timeout;
 	gf->readahead = conf->readahead_kib > (1u << 21) ? 1u << 31 : conf->readahead_kib << 10;
+	gf->uring_mode = conf->uring;
+	gf->threads = conf->threads;
 	ret = -pthread_key_create(&gf->buf_key, free_buf);
 	if (ret)
 		goto free_gf;
@@ -1278,10 +1296,18 @@ struct fuse_session *gs_fuse_session(struct gs_fuse *gf)
 	return gf->se;
 }
 
+int gs_fuse_start_transport(struct gs_fuse *gf)
+{
+	return gs_fuse_uring_attach(&gf->uring, gf->se, gf->uring_mode, gf->threads);
+}
+
 void gs_fuse_destroy(struct gs_fuse *gf)
 {
 	if (!gf)
 		return;
+	/* the session is over (unmounted): the ring threads have nothing to serve */
+	gs_fuse_uring_stop(gf->uring);
+	gf->uring = NULL;
 	for (size_t i = 0; i < sizeof(vtypes) / sizeof(vtypes[0]); i++)
 		if (vtypes[i] && vtypes[i]->destroy)
 			vtypes[i]->destroy(gf);

@@ -190,11 +190,15 @@ unsigned gs_vreg_cached(struct gs_vreg *r, uint64_t obj, uint64_t except, uint64
 struct gs_fuse_counters {
 	uint64_t reads, writes, read_bytes, write_bytes;
 	uint64_t lookups, creates, fsyncs, other, errors;
+	uint64_t uring_requests;	/* served over FUSE io_uring (fs/fuse/uring.c) */
 };
 void gs_fuse_get_counters(struct gs_fuse *gf, struct gs_fuse_counters *c);
 
 /* The device number (major:minor) of the FUSE mount at @mnt, from
  * /proc/self/mountinfo (no request to this daemon).  0 or -errno. */
 int gs_fuse_mount_dev(const char *mnt, unsigned *maj, unsigned *min);
+
+/* The io_uring transport of the mount (fs/fuse/uring.h), or NULL. */
+struct gs_fuse_uring *gs_fuse_get_uring(struct gs_fuse *gf);
 
 #endif /* GS_FS_FUSE_INTERNAL_H */

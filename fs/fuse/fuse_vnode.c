@@ -19,6 +19,7 @@
 
 #include "fuse_internal.h"
 #include "gstore_q.h"
+#include "uring.h"
 
 #define VHASH_BITS	10
 #define VHASH_SIZE	(1u << VHASH_BITS)
@@ -410,7 +411,15 @@ static ssize_t pool_write(struct gs_fuse *gf, struct gs_vfile *f, const char *bu
 
 static int info_gen(void *ctx, char *buf, size_t size)
 {
-	return gs_fs_info_text(gs_fuse_fs(ctx), buf, size);
+	int n = gs_fs_info_text(gs_fuse_fs(ctx), buf, size);
+	int m;
+
+	if (n < 0)
+		return n;
+	/* the FUSE transport in use (fs/fuse/uring.c) */
+	m = gs_fuse_uring_info(gs_fuse_get_uring(ctx), buf + ((size_t)n < size ? (size_t)n : size),
+			       (size_t)n < size ? size - (size_t)n : 0);
+	return m < 0 ? -EIO : n + m;
 }
 
 static int stats_gen(void *ctx, char *buf, size_t size)
@@ -426,12 +435,13 @@ static int stats_gen(void *ctx, char *buf, size_t size)
 		     (size_t)n < size ? size - (size_t)n : 0,
 		     "fuse_reads %llu\nfuse_read_bytes %llu\nfuse_writes %llu\n"
 		     "fuse_write_bytes %llu\nfuse_lookups %llu\nfuse_creates %llu\n"
-		     "fuse_fsyncs %llu\nfuse_other %llu\nfuse_errors %llu\n",
+		     "fuse_fsyncs %llu\nfuse_other %llu\nfuse_errors %llu\n"
+		     "fuse_uring_requests %llu\n",
 		     (unsigned long long)c.reads, (unsigned long long)c.read_bytes,
 		     (unsigned long long)c.writes, (unsigned long long)c.write_bytes,
 		     (unsigned long long)c.lookups, (unsigned long long)c.creates,
 		     (unsigned long long)c.fsyncs, (unsigned long long)c.other,
-		     (unsigned long long)c.errors);
+		     (unsigned long long)c.errors, (unsigned long long)c.uring_requests);
 	return m < 0 ? -EIO : n + m;
 }
 

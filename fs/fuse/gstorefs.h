@@ -19,10 +19,19 @@
 
 struct gs_fuse;
 
+/* -o uring=: the transport (fs/fuse/uring.h) */
+enum gs_fuse_uring_mode {
+	GS_FUSE_URING_AUTO = 0,	/* FUSE over io_uring when the kernel offers it at FUSE_INIT */
+	GS_FUSE_URING_ON,	/* required: the mount fails without it */
+	GS_FUSE_URING_OFF,	/* classic /dev/fuse only */
+};
+
 struct gs_fuse_conf {
 	unsigned rdonly;	/* mounted -o ro */
 	double timeout;		/* attr/entry cache timeout, seconds (< 0: default 1.0) */
 	unsigned readahead_kib;	/* kernel read-ahead window, KiB (0: the kernel's) */
+	int uring;		/* enum gs_fuse_uring_mode */
+	unsigned threads;	/* worker threads at most (0: 64); the ring's too */
 };
 
 /* Build the session (fuse_session_new with our ops) over a mounted @fs.
@@ -36,6 +45,10 @@ void gs_fuse_destroy(struct gs_fuse *gf);
  * for the mount at @mnt to conf->readahead_kib (the bdi's read_ahead_kb;
  * needs root).  0, or -errno (nothing changed). */
 int gs_fuse_set_readahead(struct gs_fuse *gf, const char *mnt);
+/* After fuse_session_mount(), before the loop: hook the session so that
+ * FUSE_INIT can switch it to FUSE over io_uring (conf->uring).  0, or
+ * -EOPNOTSUPP when uring=on and this kernel cannot. */
+int gs_fuse_start_transport(struct gs_fuse *gf);
 
 /* Read-only (@ro) or read-write: gs_fs_remount() and the session's own
  * refusals (EROFS).  0, or -errno (nothing changed). */

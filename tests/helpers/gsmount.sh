@@ -11,6 +11,11 @@
 #   gs_kill9                        kill -9 the daemon, detach the dead mount
 #   gs_wait_exit                    a daemon mount(8) started for $IMG has exited
 #   fail MSG / ok MSG / expect WANT CMD...
+#
+# GS_TRANSPORT (tests/run.sh sets it per leg of the test matrix): "fuse" mounts
+# with -o uring=off, "uring" with -o uring=on (FUSE over io_uring; enables the
+# fuse module's enable_uring as root, and skips where the kernel lacks it);
+# unset: gstorefs's default (auto).
 set -u
 GS_BUILD=${GS_BUILD:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/build}
 GS_ROOT=${GS_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
@@ -21,6 +26,7 @@ GS_PID=
 GS_MOUNTED=0
 GS_EVER_MOUNTED=0
 GS_MNT_OPTS=
+GS_URING_OPT=
 # python3 with numpy (Debian's, not a pyenv shim without it)
 PY=python3
 for p in /usr/bin/python3 python3; do
@@ -51,6 +57,23 @@ gs_need_fuse() {
 	fi
 }
 
+# the FUSE transport of this leg (see the top)
+gs_transport() {
+	local p=/sys/module/fuse/parameters/enable_uring
+	case ${GS_TRANSPORT:-} in
+	"") ;;
+	fuse) GS_URING_OPT=uring=off ;;
+	uring)
+		[[ -e $p ]] || skip "FUSE over io_uring: kernel $(uname -r) has none (CONFIG_FUSE_IO_URING)"
+		if [[ $(cat $p) != Y ]]; then
+			[[ $(id -u) -eq 0 ]] || skip "FUSE over io_uring: fuse.enable_uring is off, root may set it"
+			echo 1 >$p 2>/dev/null || skip "FUSE over io_uring: cannot set fuse.enable_uring"
+		fi
+		GS_URING_OPT=uring=on ;;
+	*) fail "GS_TRANSPORT=$GS_TRANSPORT: fuse or uring" ;;
+	esac
+}
+
 gs_need_root() {
 	[[ $(id -u) -eq 0 ]] || skip "needs root ($*)"
 }
@@ -70,6 +93,7 @@ gs_init() {
 	local size=${1:-1G}
 	shift || true
 	gs_need_fuse
+	gs_transport
 	T=$(mktemp -d "${GS_TMP:-${TMPDIR:-/tmp}}/gstore-test.XXXXXX")
 	chmod 755 "$T"
 	trap gs_cleanup EXIT
@@ -107,6 +131,7 @@ gs_init() {
 # messages are in $T/gstorefs.log)
 gs_try_mount() {
 	local opts=$GS_MNT_OPTS i
+	[[ -n $GS_URING_OPT ]] && opts=${opts:+$opts,}$GS_URING_OPT
 	if [[ ${1:-} == -o ]]; then
 		opts=${opts:+$opts,}$2
 	fi
