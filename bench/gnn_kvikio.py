@@ -57,7 +57,8 @@ def main():
     if len(sys.argv) < 6:
         print(__doc__)
         return 2
-    path, bfile, rb, mode, name = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
+    path, bfile, rb, mode, name = sys.argv[1:6]
+    rb = int(rb)
     try:
         import numpy as np
         import cupy as cp

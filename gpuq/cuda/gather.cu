@@ -66,7 +66,10 @@ struct gs_cuda_gather {
 	char *tier_buf;		/* host = device address (checked per chunk) */
 	size_t tier_map;
 	uint32_t *ready, *dready;	/* pinned flags, host and device views */
-	uint8_t *reg;		/* chunks registered (to unregister) */
+	char *reg[256];		/* the registered stretches (tier_pin()) */
+	uint32_t nreg, reg_end;	/* chunks [0, reg_end) are registered */
+	pthread_t pin;
+	int pin_started, pin_done, pin_err;
 	int fd, device;
 	uint64_t file_off;
 	uint32_t depth;
@@ -271,6 +274,72 @@ static __global__ void copy_kernel(struct gs_gather_geom g, const uint64_t *rows
 
 /* ---- the host tier's fill ---- */
 
+/*
+ * Pin the tier's next stretch, ahead of its reads: the GPU addresses it at
+ * its host address (UVA).  Stretches double (1, 1, 2, 4 .. chunks, up to
+ * 512 MiB): the pinning overlaps the reads in flight, and there are few
+ * calls (a cudaHostRegister may wait for the device's work).
+ */
+static int tier_pin(struct gs_cuda_gather *g)
+{
+	struct gs_gather_tier_geom *t = &g->tier;
+	uint32_t k = g->reg_end, cap = (uint32_t)((512ull << 20) >> t->chunk_shift);
+	uint32_t u = k ? k : 1;
+	char *p = g->tier_buf + ((uint64_t)k << t->chunk_shift);
+	void *dp = NULL;
+	int ret;
+
+	u = u < cap ? u : (cap ? cap : 1);
+	u = u < t->nchunks - k ? u : t->nchunks - k;
+	if (g->nreg == sizeof(g->reg) / sizeof(g->reg[0]))
+		return -ENOSPC;	/* not with doubling stretches under 2^32 chunks */
+	ret = gs_cuda_err(cudaHostRegister(p, (size_t)u << t->chunk_shift,
+					   cudaHostRegisterMapped | cudaHostRegisterPortable),
+			  "tier register");
+	if (ret)
+		return ret;
+	g->reg[g->nreg++] = p;
+	if (cudaHostGetDevicePointer(&dp, p, 0) != cudaSuccess || dp != p)
+		return -EOPNOTSUPP;	/* no UVA for registered memory */
+	pthread_mutex_lock(&g->mu);
+	g->reg_end = k + u;
+	pthread_cond_broadcast(&g->cv);
+	pthread_mutex_unlock(&g->mu);
+	return 0;
+}
+
+/* The pinner: stretch after stretch ahead of the fill's reads (pinning runs
+ * at several GB/s, the reads at the disk's speed: it stays ahead). */
+static void *pin_main(void *arg)
+{
+	struct gs_cuda_gather *g = (struct gs_cuda_gather *)arg;
+	int ret = 0;
+
+	cudaSetDevice(g->device);
+	while (!ret && !g->stop && g->reg_end < g->tier.nchunks)
+		ret = tier_pin(g);
+	pthread_mutex_lock(&g->mu);
+	g->pin_err = ret;
+	g->pin_done = 1;
+	pthread_cond_broadcast(&g->cv);
+	pthread_mutex_unlock(&g->mu);
+	return NULL;
+}
+
+/* Wait until chunk @k is pinned: 0, or the pinner's error. */
+static int tier_pinned(struct gs_cuda_gather *g, uint32_t k)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&g->mu);
+	while (k >= g->reg_end && !g->pin_done)
+		pthread_cond_wait(&g->cv, &g->mu);
+	if (k >= g->reg_end)
+		ret = g->pin_err ? g->pin_err : -ECANCELED;
+	pthread_mutex_unlock(&g->mu);
+	return ret;
+}
+
 static void *fill_main(void *arg)
 {
 	struct gs_cuda_gather *g = (struct gs_cuda_gather *)arg;
@@ -293,17 +362,8 @@ static void *fill_main(void *arg)
 			uint64_t rlen = (len + 4095) & ~4095ull;	/* O_DIRECT: whole pages */
 			char *p = g->tier_buf + ((uint64_t)k << t->chunk_shift);
 			struct io_uring_sqe *sqe;
-			void *dp = NULL;
 
-			/* pinned chunk by chunk, overlapping the reads; the GPU
-			 * addresses it at its host address (UVA) */
-			ret = gs_cuda_err(cudaHostRegister(p, rlen, cudaHostRegisterMapped |
-							   cudaHostRegisterPortable),
-					  "tier register");
-			if (!ret)
-				g->reg[k] = 1;
-			if (!ret && (cudaHostGetDevicePointer(&dp, p, 0) != cudaSuccess || dp != p))
-				ret = -EOPNOTSUPP;
+			ret = tier_pinned(g, k);
 			if (ret) {
 				g->tier_err = ret;
 				g->stop = 1;
@@ -385,14 +445,17 @@ static int tier_open(struct gs_cuda_gather *g, const struct gs_cuda_gather_param
 		g->tier_buf = NULL;
 		return -ENOMEM;
 	}
-	g->reg = (uint8_t *)calloc(g->tier.nchunks, 1);
 	g->ready = (uint32_t *)gs_cuda_pinned_alloc((size_t)g->tier.nchunks * 4);
-	if (!g->reg || !g->ready)
+	if (!g->ready)
 		return -ENOMEM;
 	ret = gs_cuda_err(cudaHostGetDevicePointer((void **)&g->dready, g->ready, 0), "tier flags");
 	if (ret)
 		return ret;
 	g->t0 = mono_s();
+	ret = -pthread_create(&g->pin, NULL, pin_main, g);
+	if (ret)
+		return ret;
+	g->pin_started = 1;
 	ret = -pthread_create(&g->fill, NULL, fill_main, g);
 	if (!ret)
 		g->fill_started = 1;
@@ -401,17 +464,16 @@ static int tier_open(struct gs_cuda_gather *g, const struct gs_cuda_gather_param
 
 static void tier_close(struct gs_cuda_gather *g)
 {
-	if (g->fill_started) {
-		g->stop = 1;
+	g->stop = 1;
+	if (g->fill_started)
 		pthread_join(g->fill, NULL);
-	}
-	for (uint32_t k = 0; g->reg && k < g->tier.nchunks; k++)
-		if (g->reg[k])
-			cudaHostUnregister(g->tier_buf + ((uint64_t)k << g->tier.chunk_shift));
+	if (g->pin_started)
+		pthread_join(g->pin, NULL);
+	for (uint32_t i = 0; i < g->nreg; i++)
+		cudaHostUnregister(g->reg[i]);
 	if (g->tier_buf)
 		munmap(g->tier_buf, g->tier_map);
 	gs_cuda_pinned_free(g->ready);
-	free(g->reg);
 }
 
 /* ---- host API ---- */
