@@ -199,6 +199,7 @@ ratio() {
 	ratio gnn_fit_gstore gnn_fit_mmap "fit (epoch): gstore host tier / mmap loader" 1
 	ratio gnn_fit_gstore gnn_fit_kvikio "fit (epoch): gstore host tier / KvikIO" 1
 	ratio gnn_fit_gstore gnn_fit_loadall "fit (epoch): gstore host tier / load-all" 1
+	ratio gnn_fit_gstore_2nd_half gnn_fit_mmap_2nd_half "fit, epoch's 2nd half: gstore / mmap" 1
 	ratio gnn_big_gstore_blocks gnn_raw_iops "big: gstore device blocks/s / raw 4 KiB IOPS" 0.95
 	grep -hE "^(PASS|FAIL)" "$LOG" | sort | uniq -c | awk '{ $1 = ""; print }' | sed 's/^ //'
 	[[ $fail == 0 ]] && echo "PASS gnn pipeline" || echo "FAIL gnn pipeline"

@@ -286,6 +286,19 @@ static void report(const char *name, const char *mode, const run_out &o, uint64_
 	       o.cpu / o.secs, threads, o.batches, o.secs, *how ? "; " : "", how);
 }
 
+/* Epochs: batches/s over the second half of the batches (the steady part: the
+ * table is in the page cache or the host tier by then). */
+static void report_half(const char *name, const std::vector<double> &t)
+{
+	size_t n = t.size(), h = n / 2;
+
+	if (n < 4)
+		return;
+	printf("RESULT %-28s %12.3f %-10s batches %zu..%zu of the epoch (its second half)\n",
+	       (std::string(name) + "_2nd_half").c_str(), (n - 1 - h) / (t[n - 1] - t[h]),
+	       "batches/s", h + 1, n - 1);
+}
+
 static int verify(const char *what, const std::vector<uint64_t> &rows, uint64_t rb,
 		  const void *dbuf)
 {
@@ -376,6 +389,8 @@ static int cmd_gstore(int argc, char **argv)
 
 	OK(gs_cuda_gather(g, drows + first[0], bt.b[0].size(), dbuf[0], sg));
 	CK(cudaEventRecord(eg[0], sg));
+	std::vector<double> tb;
+
 	/* steady state: the batches again and again until the window closes */
 	for (i = 0; epoch ? i < nb : now_s() < until; i++) {
 		int k = i & 1;
@@ -392,6 +407,7 @@ static int cmd_gstore(int argc, char **argv)
 		CK(cudaEventRecord(ec[k], sc));
 		CK(cudaEventSynchronize(ec[k]));
 		done += bt.b[b].size();
+		tb.push_back(now_s());
 	}
 	run_out o = { now_s() - t0, (double)i, (double)done, cpu_now() - c0,
 		      io_read_bytes() - io0, i - 1 };
@@ -409,7 +425,10 @@ static int cmd_gstore(int argc, char **argv)
 		 (unsigned long long)st.blocks, (unsigned long long)st.rows,
 		 (unsigned long long)st.tier_rows, st.tier_filled / 1048576.0, st.tier_fill_s,
 		 st.tier_err ? ", TIER FAILED" : "");
-	report(name, epoch ? "epoch" : "steady", o, rb, (int)pollers + (tier ? 1 : 0), how);
+	/* threads: the pollers, the tier's fill and (until it has pinned the tier) pinner */
+	report(name, epoch ? "epoch" : "steady", o, rb, (int)pollers + (tier ? 2 : 0), how);
+	if (epoch)
+		report_half(name, tb);
 	/* per consumed batch: the last call (prefetched, not consumed) is left out */
 	double per = o.batches / std::max<double>(1, st.calls) / o.secs;
 
@@ -486,6 +505,7 @@ static int cmd_mmap(int argc, char **argv)
 	CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
 
 	double t0 = now_s(), c0 = cpu_now(), io0 = io_read_bytes(), until = t0 + secs, part = 0;
+	std::vector<double> tb;
 	uint64_t nb = bt.b.size(), done = 0, i;
 
 	for (i = 0; epoch ? i < nb : now_s() < until; i++) {
@@ -514,6 +534,7 @@ static int cmd_mmap(int argc, char **argv)
 		CK(cudaMemcpyAsync(dbuf[k], hbuf[k], r.size() * rb, cudaMemcpyHostToDevice, s));
 		consume(dbuf[k], r.size() * rb, sum, s);
 		CK(cudaEventRecord(ec[k], s));
+		tb.push_back(now_s());
 		if (!epoch && now_s() >= until) {
 			i++;
 			break;
@@ -527,6 +548,8 @@ static int cmd_mmap(int argc, char **argv)
 	snprintf(how, sizeof(how), "mmap%s, %d gather threads, pinned copy", !strcmp(argv[7],
 		 "random") ? " + MADV_RANDOM" : "", nth);
 	report(name, epoch ? "epoch" : "steady", o, rb, nth, how);
+	if (epoch)
+		report_half(name, tb);
 	if (!i) {
 		printf("PASS %s: no whole batch in the window (nothing to check)\n", name);
 		return 0;
@@ -634,6 +657,7 @@ static int cmd_loadall(int argc, char **argv)
 		}
 	}
 	double tload = now_s() - t0;
+	std::vector<double> tb;
 
 	for (uint64_t i = 0; i < bt.b.size(); i++) {
 		uint64_t n = bt.b[i].size();
@@ -641,6 +665,8 @@ static int cmd_loadall(int argc, char **argv)
 		gather_kernel<<<1024, 256, 0, s>>>(dtab, drows + first[i], n, rb, dbuf[i & 1]);
 		CK(cudaGetLastError());
 		consume(dbuf[i & 1], n * rb, sum, s);
+		CK(cudaStreamSynchronize(s));
+		tb.push_back(now_s());
 	}
 	CK(cudaStreamSynchronize(s));
 	uint64_t nb = bt.b.size();
@@ -651,6 +677,7 @@ static int cmd_loadall(int argc, char **argv)
 	snprintf(how, sizeof(how), "load %.2f s (%.2f GB/s, %d threads x 64 MiB O_DIRECT) then "
 		 "GPU gathers", tload, size / tload / 1e9, nth);
 	report(name, "epoch", o, rb, nth, how);
+	report_half(name, tb);
 	close(fd);
 	return verify(name, bt.b[nb - 1], rb, dbuf[(nb - 1) & 1]);
 }
