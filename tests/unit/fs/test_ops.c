@@ -13,6 +13,7 @@
 #include <sys/xattr.h>
 
 #include "fs_test.h"
+#include "gstore_format.h"
 
 static char *img;
 static struct gs_fs *fs;
@@ -490,6 +491,64 @@ static void test_rdonly(void **state)
 	assert_int_equal(test_mount(&fs, img), 0);
 }
 
+/* The superblock's state word as it is on the device now (the image file). */
+static uint32_t disk_state(void)
+{
+	struct gs_dsuper sb;
+	int fd = open(img, O_RDONLY);
+
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, &sb, sizeof(sb), 0), sizeof(sb));
+	close(fd);
+	return le32toh(sb.state);
+}
+
+/* gs_fs_remount(): read-only writes everything back and marks the image
+ * clean on the device, then refuses writes; read-write again takes writes
+ * (and marks it in use); a filesystem opened read-only stays so. */
+static void test_remount(void **state)
+{
+	struct gs_fs *ro;
+	struct gs_fs_opts o = { .path = img, .flags = GS_FS_RDONLY, .cache_bytes = 8u << 20 };
+	struct gs_stat st;
+	uint64_t a = mk(arrays, "rmf", GS_T_ARRAY);
+	char buf[8], info[1024];
+
+	assert_int_equal(gs_fs_write(fs, a, "abc", 3, 0), 3);
+	assert_false(disk_state() & GS_STATE_CLEAN);
+	assert_int_equal(gs_fs_remount(fs, GS_FS_RDONLY), 0);
+	assert_true(disk_state() & GS_STATE_CLEAN);
+	assert_int_equal(gs_fs_remount(fs, GS_FS_RDONLY), 0);	/* no change */
+	assert_int_equal(gs_fs_write(fs, a, "x", 1, 0), -EROFS);
+	assert_int_equal(gs_fs_create(fs, arrays, "n", GS_T_ARRAY, 0644, 0, 0, &st), -EROFS);
+	assert_int_equal(gs_fs_open(fs, a, O_RDWR), -EROFS);
+	assert_int_equal(gs_fs_read(fs, a, buf, sizeof(buf), 0), 3);
+	assert_true(gs_fs_info_text(fs, info, sizeof(info)) > 0);
+	assert_non_null(strstr(info, "read_only: 1\nrw_allowed: 1\n"));
+
+	assert_int_equal(gs_fs_remount(fs, 0), 0);
+	assert_false(disk_state() & GS_STATE_CLEAN);
+	assert_int_equal(gs_fs_write(fs, a, "xyz", 3, 3), 3);
+	assert_int_equal(gs_fs_remount(fs, GS_FS_RDONLY), 0);
+	assert_int_equal(gs_fs_remount(fs, 0), 0);
+	remount();
+	assert_int_equal(gs_fs_read(fs, a, buf, sizeof(buf), 0), 6);
+	assert_memory_equal(buf, "abcxyz", 6);
+
+	/* opened read-only: no way to read-write */
+	assert_int_equal(gs_fs_unmount(fs), 0);
+	if (gs_fs_mount(&ro, &o) == -EINVAL) {
+		o.flags |= GS_FS_BUFFERED;
+		assert_int_equal(gs_fs_mount(&ro, &o), 0);
+	}
+	assert_int_equal(gs_fs_remount(ro, 0), -EROFS);
+	assert_int_equal(gs_fs_write(ro, a, "q", 1, 0), -EROFS);
+	assert_true(gs_fs_info_text(ro, info, sizeof(info)) > 0);
+	assert_non_null(strstr(info, "read_only: 1\nrw_allowed: 0\n"));
+	assert_int_equal(gs_fs_unmount(ro), 0);
+	assert_int_equal(test_mount(&fs, img), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -503,6 +562,7 @@ int main(void)
 		cmocka_unit_test(test_internal),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_rdonly),
+		cmocka_unit_test(test_remount),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
