@@ -246,11 +246,12 @@ static bool find_run(const struct alloc *a, uint64_t goal, uint64_t min, uint64_
 	return false;
 }
 
-int alloc_reserve(struct gs_fs *fs, uint64_t goal, uint64_t len, bool meta, bool contig,
+int alloc_reserve(struct gs_fs *fs, uint64_t goal, uint64_t len, unsigned how, bool contig,
 		  uint64_t *blk, uint64_t *got)
 {
 	struct alloc *a = &fs->al;
 	uint64_t avail = a->nfree, at, n;
+	bool meta = how & ALLOC_META, zone = how & (ALLOC_META | ALLOC_ZONE);
 
 	if (!meta)
 		avail = avail > a->reserve ? avail - a->reserve : 0;
@@ -266,7 +267,7 @@ int alloc_reserve(struct gs_fs *fs, uint64_t goal, uint64_t len, bool meta, bool
 		goal = a->cursor < a->nbits ? a->cursor : 0;
 	/* a pool: metadata from its mirrored zone, data past it (wrapping into it when full) */
 	if (a->mzone)
-		goal = meta ? (goal < a->mzone ? goal : 0) : (goal < a->mzone ? a->mzone : goal);
+		goal = zone ? (goal < a->mzone ? goal : 0) : (goal < a->mzone ? a->mzone : goal);
 	if (!contig && !bit_test(a->map, goal)) {
 		at = goal;
 		n = run_len(a, goal, len);
@@ -281,6 +282,13 @@ int alloc_reserve(struct gs_fs *fs, uint64_t goal, uint64_t len, bool meta, bool
 	}
 	if (!n)
 		return -ENOSPC;	/* cannot happen: a run found is never empty */
+	if (zone && a->mzone && at + n > a->mzone && !a->zone_full) {
+		/* the run search went on past the zone: these blocks have one copy on a
+		 * stripe pool (said once per mount; gstore(5) POOLS) */
+		a->zone_full = true;
+		gs_warn("gstore: the pool's mirrored zone is full: metadata from block %" PRIu64
+			" on is kept on one member only", at);
+	}
 	bits_set(a, at, n);
 	a->cursor = at + n < a->nbits ? at + n : 0;
 	*blk = at;

@@ -1007,6 +1007,10 @@ static int plan(struct gs_fs *fs, struct gs_inode *ip, uint64_t b0, uint64_t b1,
 {
 	uint64_t lb = b0, goal;
 	const struct gs_ext *prev = xmap_prev(&ip->map, b0);
+	/* an object whose data is metadata (an N-D index, a graph's root slots,
+	 * GS_IFL_META objects): on a pool, from the mirrored zone */
+	unsigned how = (ip->m.flags & GS_IFL_META) || ip->m.type == GS_T_ND ||
+		       ip->m.type == GS_T_GRAPH ? ALLOC_ZONE : 0;
 	int ret = 0;
 
 	goal = prev ? prev->pblk + prev->len + (b0 - ext_end(prev)) : fs->al.cursor;
@@ -1030,9 +1034,9 @@ static int plan(struct gs_fs *fs, struct gs_inode *ip, uint64_t b0, uint64_t b1,
 
 			ret = -ENOSPC;
 			if (contig)
-				ret = alloc_reserve(fs, goal, hend - lb, false, true, &blk, &got);
+				ret = alloc_reserve(fs, goal, hend - lb, how, true, &blk, &got);
 			if (ret == -ENOSPC)
-				ret = alloc_reserve(fs, goal, hend - lb, false, false, &blk, &got);
+				ret = alloc_reserve(fs, goal, hend - lb, how, false, &blk, &got);
 			if (ret < 0)
 				break;
 			ret = seg_push(s, (struct seg){ lb, got, blk, SEG_NEW });

@@ -1127,9 +1127,9 @@ unlock:
 	return ret;
 }
 
-/* @any: directories may own internal objects too (the fs core's own use:
- * their xattrs); object types cannot ask for that. */
-static int create_internal_once(struct gs_fs *fs, uint64_t owner, uint64_t *ino, bool any)
+/* CI_ANY: directories may own internal objects too (the fs core's own use:
+ * their xattrs); object types cannot ask for that.  CI_META: GS_IFL_META. */
+static int create_internal_once(struct gs_fs *fs, uint64_t owner, uint64_t *ino, unsigned how)
 {
 	struct gs_inode *op, *ip;
 	int ret = fs_check_rw(fs);
@@ -1141,7 +1141,7 @@ static int create_internal_once(struct gs_fs *fs, uint64_t owner, uint64_t *ino,
 	ret = iget(fs, owner, &op);
 	if (ret < 0)
 		goto unlock;
-	if (op->m.type == GS_T_INTERNAL || (op->m.type == GS_T_DIR && !any)) {
+	if (op->m.type == GS_T_INTERNAL || (op->m.type == GS_T_DIR && !(how & CI_ANY))) {
 		ret = -EINVAL;
 		goto put_owner;
 	}
@@ -1149,6 +1149,8 @@ static int create_internal_once(struct gs_fs *fs, uint64_t owner, uint64_t *ino,
 	if (ret < 0)
 		goto put_owner;
 	ip->m.owner = owner;
+	if (how & CI_META)
+		ip->m.flags |= GS_IFL_META;
 	ip->m.next_sib = op->m.child_head;
 	op->m.child_head = ip->ino;
 	ret = iwrite(fs, ip);
@@ -1358,17 +1360,22 @@ int gs_fs_rename(struct gs_fs *fs, uint64_t parent, const char *name, uint64_t n
 	return ret;
 }
 
-int internal_create(struct gs_fs *fs, uint64_t owner, uint64_t *ino, bool any)
+int internal_create(struct gs_fs *fs, uint64_t owner, uint64_t *ino, unsigned how)
 {
-	int ret = create_internal_once(fs, owner, ino, any);
+	int ret = create_internal_once(fs, owner, ino, how);
 
 	/* out of space while freed blocks wait for a checkpoint: take it, retry */
 	if (ret == -ENOSPC && fs_reclaim(fs) > 0)
-		ret = create_internal_once(fs, owner, ino, any);
+		ret = create_internal_once(fs, owner, ino, how);
 	return ret;
 }
 
 int gs_fs_create_internal(struct gs_fs *fs, uint64_t owner, uint64_t *ino)
 {
-	return internal_create(fs, owner, ino, false);
+	return internal_create(fs, owner, ino, 0);
+}
+
+int gs_fs_create_internal_meta(struct gs_fs *fs, uint64_t owner, uint64_t *ino)
+{
+	return internal_create(fs, owner, ino, CI_META);
 }

@@ -231,6 +231,7 @@ struct alloc {
 	uint64_t reserve;	/* blocks kept for metadata: data allocations stop above it */
 	uint64_t mzone;		/* a pool's mirrored zone [0, mzone): metadata blocks go
 				 * there first, data only when the rest is full */
+	bool zone_full;		/* metadata went past the zone (warned once) */
 };
 #define GS_AGROUP_SHIFT	15
 #define GS_AGROUP	(1u << GS_AGROUP_SHIFT)
@@ -326,8 +327,12 @@ int alloc_adopt(struct gs_fs *fs, uint64_t *map, uint64_t *imap);
 int alloc_verify(struct gs_fs *fs);
 void alloc_destroy(struct gs_fs *fs);
 /* Reserve up to @len blocks near @goal (in memory only).  Returns blocks in
- * *got at *blk; -ENOSPC if none.  @meta may use the metadata reserve. */
-int alloc_reserve(struct gs_fs *fs, uint64_t goal, uint64_t len, bool meta, bool contig,
+ * *got at *blk; -ENOSPC if none.  @how: ALLOC_META (metadata: may use the
+ * metadata reserve, from a pool's mirrored zone first), ALLOC_ZONE (data
+ * that is metadata to its object: from the mirrored zone first, not the
+ * reserve), 0 (data: past the zone). */
+enum { ALLOC_META = 1, ALLOC_ZONE = 2 };
+int alloc_reserve(struct gs_fs *fs, uint64_t goal, uint64_t len, unsigned how, bool contig,
 		  uint64_t *blk, uint64_t *got);
 void alloc_unreserve(struct gs_fs *fs, uint64_t blk, uint64_t len);
 /* Record reserved blocks as allocated in the on-disk bitmap (transaction). */
@@ -382,7 +387,9 @@ int link_retry(struct gs_fs *fs, uint64_t ino, uint64_t parent, const char *name
 	       struct gs_stat *st, bool adopt);
 
 /* catalog.c, internal objects for the fs core's own use (xattrs, symlinks) */
-int internal_create(struct gs_fs *fs, uint64_t owner, uint64_t *ino, bool any);
+/* @how: CI_ANY (directories may own it too), CI_META (GS_IFL_META: its data is metadata) */
+enum { CI_ANY = 1, CI_META = 2 };
+int internal_create(struct gs_fs *fs, uint64_t owner, uint64_t *ino, unsigned how);
 int unlink_internal_locked(struct gs_fs *fs, uint64_t ino);
 int ipin(struct gs_fs *fs, uint64_t ino);
 

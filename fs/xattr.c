@@ -378,7 +378,7 @@ static int xset_store(struct gs_fs *fs, uint64_t ino, const struct xset *old,
 		if (!ret)
 			ret = fs_feature_enable(fs, GS_FEAT_INCOMPAT_XATTR_OBJ);
 		if (!ret)
-			ret = internal_create(fs, ino, &xino, true);
+			ret = internal_create(fs, ino, &xino, CI_ANY | CI_META);
 		if (!ret) {
 			n = gs_fs_write(fs, xino, stream, len, 0);
 			ret = n < 0 ? (int)n : (uint64_t)n == len ? 0 : -EIO;

@@ -214,6 +214,9 @@ int gs_fs_release(struct gs_fs *fs, uint64_t ino);
 /* Hidden data objects (GS_T_INTERNAL) owned by object @owner: in no directory,
  * freed with their owner; read and written like arrays. */
 int gs_fs_create_internal(struct gs_fs *fs, uint64_t owner, uint64_t *ino);
+/* The same for an object whose data is metadata (a graph's translation table):
+ * on a pool its blocks are kept on two members at least, like the fs's own. */
+int gs_fs_create_internal_meta(struct gs_fs *fs, uint64_t owner, uint64_t *ino);
 /* Free internal object @ino now (or at its last gs_fs_release()). */
 int gs_fs_unlink_internal(struct gs_fs *fs, uint64_t ino);
 

@@ -188,6 +188,10 @@ _Static_assert(sizeof(struct gs_dinode) == GS_INODE_SIZE, "gs_dinode is 256 byte
 /* xattr_blk is the inode number of an internal object (owned by this one)
  * holding the attributes as a gs_dxattr_shdr stream, not a block number. */
 #define GS_IFL_XATTR_OBJ (1u << 2)
+/* The object's data is metadata (a graph's translation table, an xattr
+ * object): on a pool its blocks come from the mirrored zone, as metadata
+ * blocks do.  Placement only: readers that do not know it lose nothing. */
+#define GS_IFL_META	(1u << 3)
 #define GS_INLINE_MAX	GS_XROOT_BYTES	/* inline bytes: xroot.e, behind an empty xroot.h */
 #define GS_SYMLINK_MAX	4096u		/* symlink targets are shorter (PATH_MAX) */
 

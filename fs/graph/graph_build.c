@@ -56,13 +56,20 @@ struct build {
 	struct gr_idcache ic;
 };
 
-static int new_obj(struct build *b, uint64_t *obj)
+/* @meta: a translation table or index (gr_store_ops.create_meta), not pages of lists. */
+static int new_obj_as(struct build *b, uint64_t *obj, bool meta)
 {
-	int ret = b->st->ops->create(b->st, obj);
+	int ret = meta && b->st->ops->create_meta ? b->st->ops->create_meta(b->st, obj) :
+		  b->st->ops->create(b->st, obj);
 
 	if (!ret && b->nmade < sizeof(b->made) / sizeof(b->made[0]))
 		b->made[b->nmade++] = *obj;
 	return ret;
+}
+
+static int new_obj(struct build *b, uint64_t *obj)
+{
+	return new_obj_as(b, obj, false);
 }
 
 static void progress(struct build *b, const char *phase, uint64_t done, uint64_t total)
@@ -185,7 +192,7 @@ static int build_ids(struct build *b)
 	w.bcap = (size_t)WBUF_PAGES * b->st->page_size / 8;
 	ret = new_obj(b, &b->ids.obj);
 	if (!ret)
-		ret = new_obj(b, &b->ids.idx_obj);
+		ret = new_obj_as(b, &b->ids.idx_obj, true);
 	for (int d = 0; d <= b->directed && !ret; d++) {
 		r[d] = gr_sorter_next(b->s[d], &e[d]);
 		ret = r[d] < 0 ? r[d] : 0;
@@ -334,9 +341,9 @@ static int build_dir(struct build *b, unsigned d, const struct gr_geom *gm, uint
 	memset(b->vwin, 0, VMAP_WIN);
 	ret = new_obj(b, &b->obj);
 	if (!ret)
-		ret = new_obj(b, &b->gtt_obj);
+		ret = new_obj_as(b, &b->gtt_obj, true);
 	if (!ret && b->keep_vmap)
-		ret = new_obj(b, &b->vmap_obj);
+		ret = new_obj_as(b, &b->vmap_obj, true);
 	if (ret)
 		return ret;
 	ret = gr_pack_init(&pk, gm, slack, 0, build_sink, b);
@@ -405,12 +412,12 @@ static int build_dir(struct build *b, unsigned d, const struct gr_geom *gm, uint
 	dr->npages = htole64(b->npages);
 	dr->ngtt = htole64(b->ngtt);
 	dr->gtt_obj = htole64(b->gtt_obj);
-	ret = new_obj(b, &b->obj);
+	ret = new_obj_as(b, &b->obj, true);
 	dr->gtt_alt = htole64(b->obj);
 	if (!ret && b->keep_vmap) {
 		dr->vmap_obj = htole64(b->vmap_obj);
 		dr->vmap_bits = htole64(b->nv);
-		ret = new_obj(b, &b->obj);
+		ret = new_obj_as(b, &b->obj, true);
 		dr->vmap_alt = htole64(b->obj);
 	}
 free_pk:

@@ -48,6 +48,11 @@ static int fss_create(struct gr_store *s, uint64_t *obj)
 	return gs_fs_create_internal(fsof(s), s->root, obj);
 }
 
+static int fss_create_meta(struct gr_store *s, uint64_t *obj)
+{
+	return gs_fs_create_internal_meta(fsof(s), s->root, obj);
+}
+
 static int fss_remove(struct gr_store *s, uint64_t obj)
 {
 	return gs_fs_unlink_internal(fsof(s), obj);
@@ -91,6 +96,7 @@ static void fss_destroy(struct gr_store *s)
 
 static const struct gr_store_ops fs_store_ops = {
 	.create = fss_create,
+	.create_meta = fss_create_meta,
 	.remove = fss_remove,
 	.pread = fss_pread,
 	.pwrite = fss_pwrite,

@@ -291,6 +291,9 @@ struct gr_store;
 struct gr_store_ops {
 	/* A new empty object owned by the graph; remove drops one (optional). */
 	int (*create)(struct gr_store *s, uint64_t *obj);
+	/* Optional: the same for metadata (translation tables), kept where the
+	 * fs keeps its own (a pool's mirrored zone); NULL: create. */
+	int (*create_meta)(struct gr_store *s, uint64_t *obj);
 	int (*remove)(struct gr_store *s, uint64_t obj);
 	ssize_t (*pread)(struct gr_store *s, uint64_t obj, void *buf, size_t len, uint64_t off);
 	ssize_t (*pwrite)(struct gr_store *s, uint64_t obj, const void *buf, size_t len,
