@@ -20,9 +20,9 @@ from ._lib import GstoreError, GstoreRangeError, library_path
 from .array import Array, create_array, open_array
 from .graph import Graph, Sample, open_graph
 from .cuda import CudaArray, DeviceBuffer, cuda_available
-from .image import Image, ImageGraph, open_image
+from .image import CudaGraph, Image, ImageGraph, open_image
 
 __version__ = "0.1.0"
 __all__ = ["GstoreError", "GstoreRangeError", "library_path", "Array", "create_array",
            "open_array", "Graph", "Sample", "open_graph", "CudaArray", "DeviceBuffer",
-           "cuda_available", "Image", "ImageGraph", "open_image"]
+           "cuda_available", "CudaGraph", "Image", "ImageGraph", "open_image"]

@@ -95,10 +95,37 @@ def main():
     mount(img, mnt)
     threading.Thread(target=watchdog, args=(mnt,), daemon=True).start()
     try:
-        run(mnt)
+        try:
+            run(mnt)
+        finally:
+            umount(mnt)
+        run_image(img)
     finally:
-        umount(mnt)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run_image(img):
+    """The unmounted image in-process: gs_cuda_graph_sample equals gs_graph_sample."""
+    if not gstore.image._lib_cuda_graph():
+        print("(libgstore_cuda has no gs_cuda_graph_sample: the GPU sampler is not checked)")
+        return
+    rng = np.random.default_rng(3)
+    with gstore.open_image(img) as im:
+        g = im.graph("g")
+        cg = g.cuda()
+        same = True
+        for k, fan in enumerate(([10, 5], [25, 10], [3, 3, 3])):
+            seeds = rng.integers(0, 65536, 64 * (k + 1))
+            want = g.sample(seeds, fan, rng_seed=k)
+            t0 = time.time()
+            got = cg.sample(seeds, fan, rng_seed=k)
+            dt = time.time() - t0
+            for name in ("nodes", "src", "dst", "src_pos", "dst_pos"):
+                same &= np.array_equal(getattr(got, name).copy_to_host(),
+                                       np.asarray(getattr(want, name)))
+            same &= list(got.hop_nodes) == list(want.hop_nodes)
+            print("gpu sample %r: %d nodes, %.4f s, %s" % (fan, len(want.nodes), dt, got.stats))
+        check("gpu_sample", same, "gs_cuda_graph_sample == gs_graph_sample (3 cases)")
 
 
 def run(mnt):
