@@ -95,7 +95,7 @@ ITEST_BINS := $(ITEST_SRCS:%.c=$(B)/%)
 # (gpuq/cuda/*.cu) also form libgstore_cuda.a, linked by CUDA programs with -lgstore
 CU_SRCS := $(shell find . -name '*.cu' -not -path './build*' -not -path './.*' 2>/dev/null)
 CU_OBJS := $(CU_SRCS:./%.cu=$(B)/cuda/%.o)
-CU_LIB_OBJS := $(patsubst %.cu,$(B)/cuda/%.o,$(sort $(wildcard gpuq/cuda/*.cu)))
+CU_LIB_OBJS := $(patsubst %.cu,$(B)/cuda/%.o,$(sort $(wildcard gpuq/cuda/*.cu fs/graph/cuda/*.cu)))
 CUDA_LIB := $(B)/libgstore_cuda.a
 # and libgstore_cuda.so (for ctypes: python/gstore): the same objects, the CUDA runtime
 # linked in statically, needing libgstore.so.0, exporting only the gs_* of public headers

@@ -78,8 +78,8 @@ while read -r f; do
 		elif [[ -e include/$inc ]]; then
 			r=$(pub_rank "$inc")
 			if [[ $r == cuda ]]; then
-				[[ $f == gpuq/cuda/* ]] ||
-					violation "$f" "$inc" "the CUDA API, for gpuq/cuda only"
+				[[ $f == gpuq/cuda/* || $f == fs/graph/cuda/* ]] ||
+					violation "$f" "$inc" "the CUDA API, for gpuq/cuda and fs/graph/cuda only"
 			elif [[ $m != bin && $r -gt $(mod_rank "$m") ]]; then
 				violation "$f" "$inc" "a public header of a layer above $m"
 			fi

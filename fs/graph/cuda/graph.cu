@@ -1,0 +1,1197 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Graph objects on the GPU (gstore_cuda_graph.h): the layout's GTT arrays
+ * in GPU memory, pages read through a BaM page cache or by pass through
+ * CAM, and the apps (BFS, CC, k-hop sampling) over them.
+ *
+ * A CAM pass: a kernel marks the blocks the pass needs (one byte per block
+ * of the layout), the marks are compacted into a sorted list of distinct
+ * blocks, the host cuts the list into chunks of half the staging region and
+ * each chunk into requests (adjacent blocks of one extent, up to max_io),
+ * a one-block kernel issues them (gs_cam_issue), a one-thread kernel waits
+ * for them (retire), the chunk is copied into GPU memory, and a kernel
+ * works on it page by page, a warp per page, while the next chunk's
+ * requests are already in flight into the other half.  A page holds its
+ * vertices' tuples, so it is processed without knowing which frontier
+ * vertex asked for it.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cuda_runtime.h>
+#include <thrust/copy.h>
+#include <thrust/count.h>
+#include <thrust/execution_policy.h>
+#include <thrust/functional.h>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/reduce.h>
+#include <thrust/scan.h>
+
+#include "gstore_cuda_graph.h"
+#include "gs_log.h"
+
+#define DEF_CACHE	(64u << 20)
+#define DEF_STAGE	(32u << 20)
+#define DEF_MAX_IO	(1u << 20)
+#define DEF_NIO		1024u
+#define WAIT_S		120.0	/* a pass that waits longer is stuck: say where, fail */
+#define U32_NONE	UINT32_MAX
+
+struct run {
+	uint64_t dev, len, buf;
+};
+
+struct gs_cuda_graph {
+	struct gs_graph *g;
+	struct gs_q *q;
+	struct gs_cuda_graph_params p;
+	struct gs_graph_layout *l;
+	struct gs_cuda *c;
+	struct gs_cuda_array *a;
+	struct gs_cam *cam;		/* device pointer */
+	char *region;			/* pinned, two halves */
+	size_t half;
+	uint32_t max_io;
+	struct gs_cgraph hv;		/* the device view, host copy */
+	struct gs_cgraph *dv;		/* and in GPU memory */
+	uint64_t *d_gtt[2][3];
+	uint8_t *d_removed;
+	uint8_t *d_stage;		/* one half, in GPU memory */
+	uint8_t *d_need;		/* [nblocks] */
+	uint64_t *d_list;		/* [nblocks] */
+	uint64_t *h_list;		/* pinned [nblocks] */
+	uint64_t *cc_list;		/* host: every live block of direction 0, sorted */
+	uint64_t ncc;
+	struct run *h_runs, *d_runs;	/* two halves of runs_cap each */
+	uint32_t runs_cap;
+	uint64_t *d_want;		/* [2] cam tails after each half's issue */
+	int64_t *d_err;
+	unsigned long long *d_cnt;	/* small counters */
+	/* sampling scratch */
+	uint32_t *d_pos_of;		/* [nv] node position, U32_NONE */
+	uint64_t *d_first;		/* [nv] first edge that saw a vertex */
+	uint64_t scap;			/* edges the scratch below holds */
+	uint64_t *d_pick, *d_slot, *d_off;
+	uint32_t *d_count, *d_flag, *d_fpos;
+	/* this call's CAM traffic */
+	uint64_t bytes, reqs;
+	uint32_t passes;
+	const char *phase;
+};
+
+static int cu(cudaError_t e, const char *what)
+{
+	if (e == cudaSuccess)
+		return 0;
+	gs_err("cuda graph: %s: %s", what, cudaGetErrorString(e));
+	return e == cudaErrorMemoryAllocation ? -ENOMEM : -EIO;
+}
+
+#define CU(x)                                                                        \
+	do {                                                                         \
+		ret = cu((x), #x);                                                   \
+		if (ret)                                                             \
+			goto out;                                                    \
+	} while (0)
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int gs_cuda_graph_debug(struct gs_cuda_graph *cg, char *buf, size_t len)
+{
+	char a[512] = "", b[512] = "";
+
+	if (cg->c)
+		gs_cuda_debug(cg->c, a, sizeof(a));
+	if (cg->a)
+		gs_cuda_array_debug(cg->a, b, sizeof(b));
+	return snprintf(buf, len, "phase %s; cam: %s; cache: %s", cg->phase ? cg->phase : "-", a,
+			b);
+}
+
+/* Wait for the GPU, at most WAIT_S: a stuck kernel is reported with the
+ * rings' counters instead of hanging the caller forever. */
+static int gpu_wait(struct gs_cuda_graph *cg, const char *phase)
+{
+	double t0 = now_s();
+	cudaError_t e;
+
+	cg->phase = phase;
+	for (unsigned spin = 0;; spin++) {
+		e = cudaStreamQuery(0);
+		if (e != cudaErrorNotReady)
+			break;
+		if (now_s() - t0 > WAIT_S) {
+			char dbg[1200];
+
+			gs_cuda_graph_debug(cg, dbg, sizeof(dbg));
+			gs_err("cuda graph: %s: no progress in %.0f s: %s", phase, WAIT_S, dbg);
+			return -ETIMEDOUT;
+		}
+		if (spin > 64) {
+			struct timespec ts = { 0, 20000 };
+
+			nanosleep(&ts, NULL);
+		}
+	}
+	return cu(e, phase);
+}
+
+static int launched(struct gs_cuda_graph *cg, const char *what)
+{
+	int ret = cu(cudaGetLastError(), what);
+
+	return ret ? ret : gpu_wait(cg, what);
+}
+
+/* ---- kernels: CAM passes ---- */
+
+static __global__ void k_issue(struct gs_cam *cam, const struct run *runs, uint32_t n,
+			       uint64_t *want)
+{
+	for (uint32_t r = threadIdx.x; r < n; r += blockDim.x)
+		gs_cam_issue(cam, GS_OP_READ, runs[r].dev, (uint32_t)runs[r].len, runs[r].buf);
+	__syncthreads();
+	if (threadIdx.x == 0)
+		*want = gs_d_load_acq(&cam->tail);
+}
+
+static __global__ void k_wait(struct gs_cam *cam, const uint64_t *want, int64_t *err)
+{
+	uint64_t w = *want;
+	uint32_t ns = 64;
+
+	while (gs_d_load_acq(&cam->retire) < w)
+		gs_cam_wait_step(cam, &ns);
+	gs_fence();
+	if (cam->err && !*err)
+		*err = cam->err;
+}
+
+/* The blocks of the lists of every vertex with depth == level (BFS). */
+static __global__ void k_mark_bfs(const struct gs_cgraph *g, const int32_t *depth, int32_t level,
+				  uint8_t *need, unsigned long long *nfront)
+{
+	uint64_t nv = g->nv, stride = (uint64_t)gridDim.x * blockDim.x;
+	unsigned long long n = 0;
+
+	for (uint64_t v = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; v < nv; v += stride) {
+		if (depth[v] != level)
+			continue;
+		n++;
+		if (gs_cgraph_removed(g, v))
+			continue;
+		int64_t gi = gs_gp_locate(g->key[0], g->last[0], g->page[0], g->ngtt[0], v);
+
+		if (gi < 0)
+			continue;
+		uint64_t glen = gs_gp_group_len(g->page[0], g->ngtt[0], (uint64_t)gi);
+
+		for (uint64_t k = 0; k < glen; k++)
+			need[g->first_block[0] + (g->page[0][gi + k] & GS_GP_PAGE_MASK)] = 1;
+	}
+	if (n)
+		atomicAdd(nfront, n);
+}
+
+/* One BFS level over staged pages: a warp per page, the frontier vertices
+ * in it expanded. */
+static __global__ void k_bfs_pages(const struct gs_cgraph *g, const uint8_t *stage, uint64_t n,
+				   int32_t *depth, int32_t level, unsigned long long *found,
+				   int64_t *err)
+{
+	const struct gs_gp_geom *gm = &g->gm;
+	uint64_t warp = ((uint64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+	uint64_t nwarps = (uint64_t)gridDim.x * blockDim.x / 32;
+	int lane = threadIdx.x & 31, any = 0;
+
+	for (uint64_t i = warp; i < n; i += nwarps) {
+		const uint8_t *page = stage + i * gm->ps;
+		uint32_t cnt = gs_gp_count(gm, page);
+
+		if ((uint64_t)(cnt + 1) * gm->tup + GS_GP_FOOT > gm->ps)
+			cnt = 0;	/* not a page: its list bounds are checked anyway */
+		for (uint32_t t = 0; t < cnt; t++) {
+			uint64_t v = gs_gp_vertex(gm, page, t);
+			int in = 0;
+
+			if (lane == 0)
+				in = v < g->nv && depth[v] == level && !gs_cgraph_removed(g, v);
+			if (!__shfl_sync(0xffffffffu, in, 0))
+				continue;
+			int64_t r = gs_cgraph_page_list(gm, page, t, 0,
+							[&](uint64_t, uint64_t u, float) {
+				if (u < g->nv && depth[u] < 0) {
+					depth[u] = level + 1;	/* every writer writes this */
+					any = 1;
+				}
+			});
+			if (r < 0 && lane == 0)
+				atomicCAS((unsigned long long *)err, 0, (unsigned long long)-EIO);
+		}
+	}
+	if (__any_sync(0xffffffffu, any) && lane == 0)
+		atomicAdd(found, 1ull);
+}
+
+/* ---- union-find (CC): parents only ever point lower, so a root is the
+ * smallest index of its tree and the final labels are the CPU's ---- */
+
+static __device__ uint64_t uf_find(uint64_t *p, uint64_t x)
+{
+	for (;;) {
+		uint64_t y = *(volatile uint64_t *)&p[x];
+
+		if (y == x)
+			return x;
+		uint64_t z = *(volatile uint64_t *)&p[y];
+
+		if (z != y)
+			*(volatile uint64_t *)&p[x] = z;	/* halving: z < y, still an ancestor */
+		x = z;
+	}
+}
+
+static __device__ void uf_union(uint64_t *p, uint64_t a, uint64_t b)
+{
+	for (;;) {
+		a = uf_find(p, a);
+		b = uf_find(p, b);
+		if (a == b)
+			return;
+		if (a < b) {
+			uint64_t t = a;
+
+			a = b;
+			b = t;
+		}
+		/* link the higher root under the lower */
+		if (atomicCAS((unsigned long long *)&p[a], a, b) == a)
+			return;
+	}
+}
+
+static __global__ void k_cc_pages(const struct gs_cgraph *g, const uint8_t *stage, uint64_t n,
+				  uint64_t *label, int64_t *err)
+{
+	const struct gs_gp_geom *gm = &g->gm;
+	uint64_t warp = ((uint64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+	uint64_t nwarps = (uint64_t)gridDim.x * blockDim.x / 32;
+	int lane = threadIdx.x & 31;
+
+	for (uint64_t i = warp; i < n; i += nwarps) {
+		const uint8_t *page = stage + i * gm->ps;
+		uint32_t cnt = gs_gp_count(gm, page);
+
+		if ((uint64_t)(cnt + 1) * gm->tup + GS_GP_FOOT > gm->ps)
+			cnt = 0;
+		for (uint32_t t = 0; t < cnt; t++) {
+			uint64_t v = gs_gp_vertex(gm, page, t);
+
+			if (v >= g->nv || gs_cgraph_removed(g, v))
+				continue;	/* the same for every lane */
+			int64_t r = gs_cgraph_page_list(gm, page, t, 0,
+							[&](uint64_t, uint64_t u, float) {
+				if (u < g->nv)
+					uf_union(label, v, u);
+			});
+			if (r < 0 && lane == 0)
+				atomicCAS((unsigned long long *)err, 0, (unsigned long long)-EIO);
+		}
+	}
+}
+
+static __global__ void k_cc_bam(const struct gs_cgraph *g, uint64_t *label, int64_t *err)
+{
+	uint64_t warp = ((uint64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+	uint64_t nwarps = (uint64_t)gridDim.x * blockDim.x / 32;
+	int lane = threadIdx.x & 31;
+
+	for (uint64_t v = warp; v < g->nv; v += nwarps) {
+		int64_t r = gs_cgraph_list(g, 0, v, [&](uint64_t, uint64_t u, float) {
+			if (u < g->nv)
+				uf_union(label, v, u);
+		});
+
+		if (r < 0 && lane == 0)
+			atomicCAS((unsigned long long *)err, 0, (unsigned long long)-EIO);
+	}
+}
+
+static __global__ void k_iota(uint64_t *label, uint64_t nv)
+{
+	uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+
+	for (uint64_t v = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; v < nv; v += stride)
+		label[v] = v;
+}
+
+static __global__ void k_cc_final(const struct gs_cgraph *g, uint64_t *label,
+				  unsigned long long *comps)
+{
+	uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+	unsigned long long n = 0;
+
+	for (uint64_t v = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; v < g->nv; v += stride) {
+		uint64_t r = uf_find(label, v);
+
+		label[v] = r;
+		n += r == v && !gs_cgraph_removed(g, v);
+	}
+	if (n)
+		atomicAdd(comps, n);
+}
+
+/* The BaM BFS level: warp w owns a run of vertices, the frontier ones
+ * among them expanded by the whole warp, lists through the page cache. */
+static __global__ void k_bfs_bam(const struct gs_cgraph *g, int32_t *depth, int32_t level,
+				 unsigned long long *found, int64_t *err)
+{
+	uint64_t nv = g->nv;
+	uint64_t warp = ((uint64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+	uint64_t nwarps = (uint64_t)gridDim.x * blockDim.x / 32;
+	uint64_t chunk = (nv + nwarps - 1) / nwarps, lo = warp * chunk;
+	uint64_t hi = lo + chunk < nv ? lo + chunk : nv;
+	int lane = threadIdx.x & 31, any = 0;
+
+	for (uint64_t base = lo; base < hi; base += 32) {
+		uint64_t v = base + lane;
+		unsigned m = __ballot_sync(0xffffffffu, v < hi && depth[v] == level);
+
+		while (m) {
+			uint64_t f = base + __ffs(m) - 1;
+
+			m &= m - 1;
+			int64_t r = gs_cgraph_list(g, 0, f, [&](uint64_t, uint64_t u, float) {
+				if (u < nv && depth[u] < 0) {
+					depth[u] = level + 1;
+					any = 1;
+				}
+			});
+			if (r < 0 && lane == 0)
+				atomicCAS((unsigned long long *)err, 0, (unsigned long long)-EIO);
+		}
+	}
+	if (__any_sync(0xffffffffu, any) && lane == 0)
+		atomicAdd(found, 1ull);
+}
+
+static __global__ void k_depth_init(int32_t *depth, uint64_t nv, uint64_t src)
+{
+	uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+
+	for (uint64_t v = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; v < nv; v += stride)
+		depth[v] = v == src ? 0 : -1;
+}
+
+/* ---- host side ---- */
+
+struct nonzero {
+	__host__ __device__ bool operator()(uint8_t x) const { return x != 0; }
+};
+
+static int grid_for(uint64_t n, int per)
+{
+	uint64_t b = (n + per - 1) / per;
+
+	return (int)(b < 1 ? 1 : b > 4096 ? 4096 : b);
+}
+
+/* Extent of block @blk, or -1 (a hole). */
+static int64_t ext_of(const struct gs_graph_layout *l, uint64_t blk)
+{
+	uint32_t lo = 0, hi = l->next;
+
+	while (lo < hi) {
+		uint32_t mid = (lo + hi) / 2;
+
+		if (l->ext[mid].blk <= blk)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo || blk - l->ext[lo - 1].blk >= l->ext[lo - 1].nblk)
+		return -1;
+	return lo - 1;
+}
+
+/* Requests for blocks list[0..n) into region half @h: adjacent blocks of one
+ * extent merge, up to max_io bytes.  Returns the number of runs or -errno. */
+static int64_t plan_runs(struct gs_cuda_graph *cg, const uint64_t *list, uint64_t n, unsigned h)
+{
+	const struct gs_graph_layout *l = cg->l;
+	struct run *r = cg->h_runs + (size_t)h * cg->runs_cap;
+	uint32_t ps = l->page_size;
+	uint64_t nr = 0, prev = 0;
+	int64_t pe = -1;
+
+	for (uint64_t i = 0; i < n; i++) {
+		uint64_t blk = list[i];
+		int64_t e = ext_of(l, blk);
+
+		if (e < 0) {
+			gs_err("cuda graph: block %llu is in no extent", (unsigned long long)blk);
+			return -EIO;
+		}
+		if (nr && e == pe && blk == prev + 1 && r[nr - 1].len + ps <= cg->max_io) {
+			r[nr - 1].len += ps;
+		} else {
+			if (nr == cg->runs_cap)
+				return -E2BIG;	/* cannot happen: runs_cap >= pages per half */
+			r[nr].dev = l->ext[e].dev_off + (blk - l->ext[e].blk) * ps;
+			r[nr].len = ps;
+			r[nr].buf = h * cg->half + i * ps;
+			nr++;
+		}
+		prev = blk;
+		pe = e;
+	}
+	cg->reqs += nr;
+	cg->bytes += n * ps;
+	return (int64_t)nr;
+}
+
+/* Issue the requests of chunk list[0..n) into half @h (no wait). */
+static int issue_chunk(struct gs_cuda_graph *cg, const uint64_t *list, uint64_t n, unsigned h)
+{
+	int64_t nr = plan_runs(cg, list, n, h);
+	struct run *dr = cg->d_runs + (size_t)h * cg->runs_cap;
+	int ret;
+
+	if (nr < 0)
+		return (int)nr;
+	CU(cudaMemcpy(dr, cg->h_runs + (size_t)h * cg->runs_cap, nr * sizeof(*dr),
+		      cudaMemcpyHostToDevice));
+	k_issue<<<1, 256>>>(cg->cam, dr, (uint32_t)nr, cg->d_want + h);
+	ret = cu(cudaGetLastError(), "issue");
+out:
+	return ret;
+}
+
+/*
+ * A CAM pass over the sorted distinct blocks list[0..n) (host memory):
+ * chunk k is read into half k % 2 while chunk k - 1 is processed;
+ * work(stage, pages) launches the processing of a staged chunk.
+ */
+template <typename W>
+static int cam_pass(struct gs_cuda_graph *cg, const uint64_t *list, uint64_t n, W work)
+{
+	uint64_t per = cg->half / cg->l->page_size, nchunks = (n + per - 1) / per;
+	int64_t err = 0;
+	int ret = 0;
+
+	if (!n)
+		return 0;
+	ret = issue_chunk(cg, list, n < per ? n : per, 0);
+	for (uint64_t k = 0; k < nchunks && !ret; k++) {
+		unsigned h = (unsigned)(k & 1);
+		uint64_t first = k * per, cnt = n - first < per ? n - first : per;
+
+		k_wait<<<1, 1>>>(cg->cam, cg->d_want + h, cg->d_err);
+		ret = launched(cg, "cam wait");
+		if (ret)
+			break;
+		CU(cudaMemcpy(&err, cg->d_err, sizeof(err), cudaMemcpyDeviceToHost));
+		if (err) {
+			gs_err("cuda graph: a CAM read failed: %lld", (long long)err);
+			ret = (int)err;
+			break;
+		}
+		CU(cudaMemcpy(cg->d_stage, cg->region + h * cg->half, cnt * cg->l->page_size,
+			      cudaMemcpyDefault));
+		if (k + 1 < nchunks) {
+			uint64_t f2 = first + per, c2 = n - f2 < per ? n - f2 : per;
+
+			ret = issue_chunk(cg, list + f2, c2, h ^ 1);
+			if (ret)
+				break;
+		}
+		work(cg->d_stage, cnt);
+		ret = launched(cg, "cam pass work");
+	}
+out:
+	if (ret) {
+		/* requests may still be in flight into the region: let them land */
+		k_wait<<<1, 1>>>(cg->cam, cg->d_want + 0, cg->d_err);
+		gpu_wait(cg, "cam drain");
+		k_wait<<<1, 1>>>(cg->cam, cg->d_want + 1, cg->d_err);
+		gpu_wait(cg, "cam drain");
+	}
+	return ret;
+}
+
+static void free_dev(struct gs_cuda_graph *cg)
+{
+	for (int d = 0; d < 2; d++)
+		for (int k = 0; k < 3; k++) {
+			cudaFree(cg->d_gtt[d][k]);
+			cg->d_gtt[d][k] = NULL;
+		}
+	cudaFree(cg->d_removed);
+	cudaFree(cg->dv);
+	cudaFree(cg->d_need);
+	cudaFree(cg->d_list);
+	cudaFreeHost(cg->h_list);
+	free(cg->cc_list);
+	cg->d_removed = NULL;
+	cg->dv = NULL;
+	cg->d_need = NULL;
+	cg->d_list = NULL;
+	cg->h_list = NULL;
+	cg->cc_list = NULL;
+	cudaFree(cg->d_pos_of);
+	cudaFree(cg->d_first);
+	cg->d_pos_of = NULL;
+	cg->d_first = NULL;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Upload the layout's tables; the per-vertex and per-block scratch. */
+static int load_layout(struct gs_cuda_graph *cg)
+{
+	const struct gs_graph_layout *l = cg->l;
+	struct gs_cgraph *h = &cg->hv;
+	int ret = 0;
+
+	memset(h, 0, sizeof(*h));
+	gs_gp_init(&h->gm, l->page_size, l->id_bytes, l->flags);
+	h->nv = l->nv;
+	h->ndirs = l->ndirs;
+	for (unsigned d = 0; d < l->ndirs; d++) {
+		const struct gs_graph_layout_dir *ld = &l->dir[d];
+		uint64_t *src[3] = { ld->gtt_key, ld->gtt_last, ld->gtt_page };
+		size_t sz = (ld->ngtt ? ld->ngtt : 1) * 8;
+
+		for (int k = 0; k < 3; k++) {
+			CU(cudaMalloc(&cg->d_gtt[d][k], sz));
+			CU(cudaMemcpy(cg->d_gtt[d][k], src[k], ld->ngtt * 8, cudaMemcpyHostToDevice));
+		}
+		h->key[d] = cg->d_gtt[d][0];
+		h->last[d] = cg->d_gtt[d][1];
+		h->page[d] = cg->d_gtt[d][2];
+		h->ngtt[d] = ld->ngtt;
+		h->first_block[d] = ld->first_block;
+	}
+	if (l->removed) {
+		CU(cudaMalloc(&cg->d_removed, l->nv / 8 + 1));
+		CU(cudaMemcpy(cg->d_removed, l->removed, l->nv / 8 + 1, cudaMemcpyHostToDevice));
+	}
+	h->removed = cg->d_removed;
+	h->bam = cg->a ? gs_cuda_array_dev(cg->a) : NULL;
+	CU(cudaMalloc(&cg->dv, sizeof(*cg->dv)));
+	CU(cudaMemcpy(cg->dv, h, sizeof(*h), cudaMemcpyHostToDevice));
+	CU(cudaMalloc(&cg->d_need, l->nblocks + 1));
+	CU(cudaMemset(cg->d_need, 0, l->nblocks + 1));
+	CU(cudaMalloc(&cg->d_list, (l->nblocks + 1) * 8));
+	CU(cudaHostAlloc(&cg->h_list, (l->nblocks + 1) * 8, cudaHostAllocDefault));
+	CU(cudaMalloc(&cg->d_pos_of, (l->nv + 1) * 4));
+	CU(cudaMemset(cg->d_pos_of, 0xff, (l->nv + 1) * 4));
+	CU(cudaMalloc(&cg->d_first, (l->nv + 1) * 8));
+	CU(cudaMemset(cg->d_first, 0xff, (l->nv + 1) * 8));
+	/* CC's sweep: every live page of direction 0, in block order */
+	cg->ncc = l->dir[0].ngtt;
+	cg->cc_list = (uint64_t *)malloc((cg->ncc + 1) * 8);
+	if (!cg->cc_list)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < cg->ncc; i++)
+		cg->cc_list[i] = l->dir[0].first_block + (l->dir[0].gtt_page[i] & GS_GP_PAGE_MASK);
+	qsort(cg->cc_list, cg->ncc, 8, cmp_u64);
+out:
+	return ret;
+}
+
+void gs_cuda_graph_close(struct gs_cuda_graph *cg)
+{
+	if (!cg)
+		return;
+	free_dev(cg);
+	cudaFree(cg->d_stage);
+	cudaFree(cg->d_runs);
+	cudaFreeHost(cg->h_runs);
+	cudaFree(cg->d_want);
+	cudaFree(cg->d_err);
+	cudaFree(cg->d_cnt);
+	cudaFree(cg->d_pick);
+	cudaFree(cg->d_slot);
+	cudaFree(cg->d_off);
+	cudaFree(cg->d_count);
+	cudaFree(cg->d_flag);
+	cudaFree(cg->d_fpos);
+	if (cg->a)
+		gs_cuda_array_close(cg->a);
+	if (cg->c)
+		gs_cuda_close(cg->c);
+	gs_graph_layout_put(cg->l);
+	free(cg);
+}
+
+int gs_cuda_graph_open(struct gs_cuda_graph **gp, struct gs_graph *g, struct gs_q *q,
+		       const struct gs_cuda_graph_params *params)
+{
+	struct gs_cuda_graph *cg;
+	struct gs_cuda_params cp = {};
+	struct gs_cuda_array_params ap = {};
+	struct gs_q_geom geom;
+	size_t len;
+	int ret;
+
+	if (!gp || !g || !q)
+		return -EINVAL;
+	cg = (struct gs_cuda_graph *)calloc(1, sizeof(*cg));
+	if (!cg)
+		return -ENOMEM;
+	cg->g = g;
+	cg->q = q;
+	if (params)
+		cg->p = *params;
+	if (!cg->p.cache_bytes)
+		cg->p.cache_bytes = DEF_CACHE;
+	if (!cg->p.stage_bytes)
+		cg->p.stage_bytes = DEF_STAGE;
+	if (!cg->p.max_io)
+		cg->p.max_io = DEF_MAX_IO;
+	if (!cg->p.nio)
+		cg->p.nio = DEF_NIO;
+	ret = gs_q_geometry(q, &geom);
+	if (ret)
+		goto fail;
+	ret = gs_graph_layout_get(g, 0, &cg->l);
+	if (ret)
+		goto fail;
+	if (!cg->l->next || !cg->l->nblocks) {
+		ret = -EOPNOTSUPP;	/* not on a gs_fs, or no pages at all */
+		goto fail;
+	}
+	cg->max_io = cg->p.max_io < geom.max_io ? cg->p.max_io : geom.max_io;
+	cg->max_io -= cg->max_io % cg->l->page_size;
+	if (cg->max_io < cg->l->page_size)
+		cg->max_io = cg->l->page_size;
+	cg->half = cg->p.stage_bytes / 2;
+	cg->half -= cg->half % cg->l->page_size;
+	if (cg->half < cg->l->page_size) {
+		ret = -EINVAL;
+		goto fail;
+	}
+	cp.block_size = cg->l->page_size;
+	cp.buf_bytes = 2 * cg->half;
+	cp.ext = (const struct gs_cam_ext *)cg->l->ext;
+	cp.next = cg->l->next;
+	cp.nblocks = cg->l->nblocks;
+	cp.device = cg->p.device;
+	ret = gs_cuda_open(&cg->c, q, &cp);
+	if (ret)
+		goto fail;
+	cg->cam = gs_cuda_cam(cg->c);
+	cg->region = (char *)gs_cuda_buf(cg->c, &len);
+	ap.cache_bytes = cg->p.cache_bytes;
+	ap.nio = cg->p.nio;
+	ret = gs_cuda_array_open(&cg->a, cg->c, &ap);
+	if (ret)
+		goto fail;
+	cg->runs_cap = (uint32_t)(cg->half / cg->l->page_size) + 1;
+	if ((ret = cu(cudaMalloc(&cg->d_stage, cg->half), "stage")) ||
+	    (ret = cu(cudaMalloc(&cg->d_runs, 2 * cg->runs_cap * sizeof(struct run)), "runs")) ||
+	    (ret = cu(cudaHostAlloc(&cg->h_runs, 2 * cg->runs_cap * sizeof(struct run),
+				    cudaHostAllocDefault), "runs")) ||
+	    (ret = cu(cudaMalloc(&cg->d_want, 2 * 8), "want")) ||
+	    (ret = cu(cudaMemset(cg->d_want, 0, 2 * 8), "want")) ||
+	    (ret = cu(cudaMalloc(&cg->d_err, 8), "err")) ||
+	    (ret = cu(cudaMemset(cg->d_err, 0, 8), "err")) ||
+	    (ret = cu(cudaMalloc(&cg->d_cnt, 4 * 8), "counters")))
+		goto fail;
+	ret = load_layout(cg);
+	if (ret)
+		goto fail;
+	*gp = cg;
+	return 0;
+fail:
+	gs_cuda_graph_close(cg);
+	return ret;
+}
+
+int gs_cuda_graph_sync(struct gs_cuda_graph *cg)
+{
+	struct gs_graph_layout *l;
+	int ret;
+
+	ret = gs_graph_layout_get(cg->g, 0, &l);
+	if (ret)
+		return ret;
+	if (l->nblocks > cg->l->nblocks || l->next != cg->l->next ||
+	    memcmp(l->ext, cg->l->ext, l->next * sizeof(*l->ext))) {
+		/* the pages moved or grew: the rings address blocks by the old
+		 * extents (a gs_cuda copies them at open) */
+		gs_graph_layout_put(l);
+		return -ESTALE;
+	}
+	free_dev(cg);
+	gs_graph_layout_put(cg->l);
+	cg->l = l;
+	ret = gs_cuda_array_invalidate(cg->a);
+	if (!ret)
+		ret = load_layout(cg);
+	return ret;
+}
+
+const struct gs_graph_layout *gs_cuda_graph_layout(struct gs_cuda_graph *cg)
+{
+	return cg->l;
+}
+
+const struct gs_cgraph *gs_cuda_graph_dev(struct gs_cuda_graph *cg)
+{
+	return cg->dv;
+}
+
+static void stats_begin(struct gs_cuda_graph *cg, struct gs_cuda_array_stats *a0, double *t0)
+{
+	cg->bytes = cg->reqs = 0;
+	cg->passes = 0;
+	gs_cuda_array_stats(cg->a, a0);
+	*t0 = now_s();
+}
+
+static void stats_end(struct gs_cuda_graph *cg, const struct gs_cuda_array_stats *a0, double t0,
+		      struct gs_cuda_graph_stats *st)
+{
+	struct gs_cuda_array_stats a1;
+
+	if (!st)
+		return;
+	gs_cuda_array_stats(cg->a, &a1);
+	st->seconds = now_s() - t0;
+	st->bytes_read = cg->bytes + (a1.misses - a0->misses) * cg->l->page_size;
+	st->requests = cg->reqs + (a1.misses - a0->misses);
+	st->passes = cg->passes;
+}
+
+static int dev_err(struct gs_cuda_graph *cg)
+{
+	int64_t e = 0;
+	int ret = cu(cudaMemcpy(&e, cg->d_err, 8, cudaMemcpyDeviceToHost), "err");
+
+	if (ret)
+		return ret;
+	if (!e)
+		e = gs_cuda_array_error(cg->a);
+	if (!e)
+		e = gs_cuda_error(cg->c);
+	return (int)e;
+}
+
+int gs_cuda_graph_bfs(struct gs_cuda_graph *cg, uint64_t src, int32_t *depth, unsigned mode,
+		      struct gs_cuda_graph_stats *st)
+{
+	uint64_t nv = cg->l->nv, nb = cg->l->nblocks;
+	unsigned long long cnt[2];
+	struct gs_cuda_array_stats a0;
+	int32_t level = 0;
+	double t0;
+	int ret = 0;
+
+	if (src >= nv || !depth || mode > GS_CUDA_GRAPH_CAM)
+		return -EINVAL;
+	stats_begin(cg, &a0, &t0);
+	CU(cudaMemset(cg->d_err, 0, 8));
+	k_depth_init<<<grid_for(nv, 256), 256>>>(depth, nv, src);
+	ret = launched(cg, "bfs init");
+	for (; !ret; level++) {
+		CU(cudaMemset(cg->d_cnt, 0, 2 * 8));
+		if (mode == GS_CUDA_GRAPH_BAM) {
+			k_bfs_bam<<<264, 256>>>(cg->dv, depth, level, cg->d_cnt, cg->d_err);
+			ret = launched(cg, "bfs bam level");
+			CU(cudaMemcpy(cnt, cg->d_cnt, 8, cudaMemcpyDeviceToHost));
+			cg->passes++;
+			if (ret || !cnt[0]) {
+				level++;	/* this level had vertices, the next has none */
+				break;
+			}
+			continue;
+		}
+		k_mark_bfs<<<grid_for(nv, 256), 256>>>(cg->dv, depth, level, cg->d_need,
+							 cg->d_cnt);
+		ret = launched(cg, "bfs mark");
+		if (ret)
+			break;
+		CU(cudaMemcpy(cnt, cg->d_cnt, 8, cudaMemcpyDeviceToHost));
+		if (!cnt[0])
+			break;
+		cg->passes++;
+		uint64_t *end = thrust::copy_if(thrust::device, thrust::counting_iterator<uint64_t>(0),
+						thrust::counting_iterator<uint64_t>(nb), cg->d_need,
+						cg->d_list, nonzero());
+		uint64_t n = (uint64_t)(end - cg->d_list);
+
+		CU(cudaMemset(cg->d_need, 0, nb));
+		CU(cudaMemcpy(cg->h_list, cg->d_list, n * 8, cudaMemcpyDeviceToHost));
+		ret = cam_pass(cg, cg->h_list, n, [&](const uint8_t *stage, uint64_t cnt_pages) {
+			k_bfs_pages<<<grid_for(cnt_pages * 32, 256), 256>>>(
+				cg->dv, stage, cnt_pages, depth, level, cg->d_cnt + 1, cg->d_err);
+		});
+	}
+	if (!ret)
+		ret = dev_err(cg);
+out:
+	stats_end(cg, &a0, t0, st);
+	return ret ? ret : level;
+}
+
+int64_t gs_cuda_graph_cc(struct gs_cuda_graph *cg, uint64_t *label, unsigned mode,
+			 struct gs_cuda_graph_stats *st)
+{
+	uint64_t nv = cg->l->nv;
+	unsigned long long comps = 0;
+	struct gs_cuda_array_stats a0;
+	double t0;
+	int ret = 0;
+
+	if (!label || mode > GS_CUDA_GRAPH_CAM)
+		return -EINVAL;
+	stats_begin(cg, &a0, &t0);
+	CU(cudaMemset(cg->d_err, 0, 8));
+	CU(cudaMemset(cg->d_cnt, 0, 8));
+	k_iota<<<grid_for(nv, 256), 256>>>(label, nv);
+	ret = launched(cg, "cc init");
+	if (ret)
+		goto out;
+	cg->passes = 1;
+	/* out-lists alone cover every edge once: a directed graph's CC is weak */
+	if (mode == GS_CUDA_GRAPH_BAM) {
+		k_cc_bam<<<264, 256>>>(cg->dv, label, cg->d_err);
+		ret = launched(cg, "cc bam");
+	} else {
+		ret = cam_pass(cg, cg->cc_list, cg->ncc, [&](const uint8_t *stage, uint64_t n) {
+			k_cc_pages<<<grid_for(n * 32, 256), 256>>>(cg->dv, stage, n, label,
+								   cg->d_err);
+		});
+	}
+	if (ret)
+		goto out;
+	k_cc_final<<<grid_for(nv, 256), 256>>>(cg->dv, label, cg->d_cnt);
+	ret = launched(cg, "cc final");
+	if (ret)
+		goto out;
+	CU(cudaMemcpy(&comps, cg->d_cnt, 8, cudaMemcpyDeviceToHost));
+	ret = dev_err(cg);
+out:
+	stats_end(cg, &a0, t0, st);
+	return ret ? ret : (int64_t)comps;
+}
+
+/* ---- sampling ---- */
+
+/* Hop @hop for frontier nodes[a .. a+n): warp i picks for node a+i into
+ * slot[i*f ..] (count[i] of them): all neighbours when the degree is at
+ * most f, else the positions gs_graph_sample_pick() gives (pick[i*f ..]). */
+static __global__ void k_sample(const struct gs_cgraph *g, const uint64_t *nodes, uint64_t a,
+				uint64_t n, uint32_t f, uint32_t hop, uint64_t seed, uint64_t *pick,
+				uint64_t *slot, uint32_t *count, int64_t *err)
+{
+	uint64_t warp = ((uint64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+	uint64_t nwarps = (uint64_t)gridDim.x * blockDim.x / 32;
+	int lane = threadIdx.x & 31;
+
+	for (uint64_t i = warp; i < n; i += nwarps) {
+		uint64_t v = nodes[a + i], *pk = pick + i * f, *sl = slot + i * f;
+		int64_t deg = gs_cgraph_degree(g, 0, v), r;
+
+		if (deg < 0) {
+			if (lane == 0) {
+				atomicCAS((unsigned long long *)err, 0, (unsigned long long)-EIO);
+				count[i] = 0;
+			}
+			continue;
+		}
+		if ((uint64_t)deg > f) {
+			if (lane == 0)
+				gs_graph_sample_pick(seed, hop, v, (uint64_t)deg, f, pk);
+			__syncwarp();
+			r = gs_cgraph_list(g, 0, v, [&](uint64_t k, uint64_t u, float) {
+				uint32_t lo = 0, hi = f;
+
+				while (lo < hi) {	/* pk ascending */
+					uint32_t mid = (lo + hi) / 2;
+
+					if (pk[mid] < k)
+						lo = mid + 1;
+					else
+						hi = mid;
+				}
+				if (lo < f && pk[lo] == k)
+					sl[lo] = u;
+			});
+		} else {
+			r = gs_cgraph_list(g, 0, v, [&](uint64_t k, uint64_t u, float) {
+				if (k < f)
+					sl[k] = u;
+			});
+		}
+		if (lane == 0) {
+			if (r != deg)
+				atomicCAS((unsigned long long *)err, 0, (unsigned long long)-EIO);
+			count[i] = (uint32_t)((uint64_t)deg < f ? (uint64_t)deg : f);
+		}
+		__syncwarp();
+	}
+}
+
+static __global__ void k_emit(const uint64_t *nodes, uint64_t a, uint64_t n, uint32_t f,
+			      const uint64_t *slot, const uint32_t *count, const uint64_t *off,
+			      uint64_t ebase, uint64_t *src, uint64_t *dst, uint32_t *src_pos)
+{
+	uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+
+	for (uint64_t t = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; t < n * f; t += stride) {
+		uint64_t i = t / f, k = t % f;
+
+		if (k >= count[i])
+			continue;
+		uint64_t e = ebase + off[i] + k;
+
+		src[e] = nodes[a + i];
+		dst[e] = slot[i * f + k];
+		src_pos[e] = (uint32_t)(a + i);
+	}
+}
+
+/* New vertices among u[0..n): the first occurrence of each vertex not yet a
+ * node, in order (first[] is all ones outside a call). */
+static __global__ void k_first(const uint64_t *u, uint64_t n, const uint32_t *pos_of,
+			       uint64_t *first)
+{
+	uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+
+	for (uint64_t e = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += stride)
+		if (pos_of[u[e]] == U32_NONE)
+			atomicMin((unsigned long long *)&first[u[e]], (unsigned long long)e);
+}
+
+static __global__ void k_flag(const uint64_t *u, uint64_t n, const uint32_t *pos_of,
+			      const uint64_t *first, uint32_t *flag)
+{
+	uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+
+	for (uint64_t e = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += stride)
+		flag[e] = pos_of[u[e]] == U32_NONE && first[u[e]] == e;
+}
+
+static __global__ void k_add(const uint64_t *u, uint64_t n, const uint32_t *flag,
+			     const uint32_t *fpos, uint64_t base, uint64_t *nodes, uint32_t *pos_of,
+			     uint64_t *first)
+{
+	uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+
+	for (uint64_t e = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += stride)
+		if (flag[e]) {
+			uint64_t p = base + fpos[e];
+
+			nodes[p] = u[e];
+			pos_of[u[e]] = (uint32_t)p;
+			first[u[e]] = UINT64_MAX;
+		}
+}
+
+static __global__ void k_dst_pos(const uint64_t *dst, uint64_t n, const uint32_t *pos_of,
+				 uint32_t *dst_pos)
+{
+	uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+
+	for (uint64_t e = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += stride)
+		dst_pos[e] = pos_of[dst[e]];
+}
+
+static __global__ void k_unpos(const uint64_t *nodes, uint64_t n, uint32_t *pos_of)
+{
+	uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+
+	for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+		pos_of[nodes[i]] = U32_NONE;
+}
+
+void gs_cuda_graph_sample_free(struct gs_cuda_graph_sample *s)
+{
+	if (!s)
+		return;
+	cudaFree(s->nodes);
+	cudaFree(s->src);
+	cudaFree(s->dst);
+	cudaFree(s->src_pos);
+	cudaFree(s->dst_pos);
+	memset(s, 0, sizeof(*s));
+}
+
+static int sample_alloc(struct gs_cuda_graph *cg, struct gs_cuda_graph_sample *s, uint64_t nodes,
+			uint64_t edges)
+{
+	int ret = 0;
+
+	if (s->cap_nodes < nodes || s->cap_edges < edges) {
+		gs_cuda_graph_sample_free(s);
+		CU(cudaMalloc(&s->nodes, (nodes + 1) * 8));
+		CU(cudaMalloc(&s->src, (edges + 1) * 8));
+		CU(cudaMalloc(&s->dst, (edges + 1) * 8));
+		CU(cudaMalloc(&s->src_pos, (edges + 1) * 4));
+		CU(cudaMalloc(&s->dst_pos, (edges + 1) * 4));
+		s->cap_nodes = nodes;
+		s->cap_edges = edges;
+	}
+	if (cg->scap < edges || cg->scap < nodes) {
+		uint64_t c = edges > nodes ? edges : nodes;
+
+		cudaFree(cg->d_pick);
+		cudaFree(cg->d_slot);
+		cudaFree(cg->d_off);
+		cudaFree(cg->d_count);
+		cudaFree(cg->d_flag);
+		cudaFree(cg->d_fpos);
+		cg->d_pick = cg->d_slot = cg->d_off = NULL;
+		cg->d_count = cg->d_flag = cg->d_fpos = NULL;
+		cg->scap = 0;
+		CU(cudaMalloc(&cg->d_pick, (c + 1) * 8));
+		CU(cudaMalloc(&cg->d_slot, (c + 1) * 8));
+		CU(cudaMalloc(&cg->d_off, (c + 1) * 8));
+		CU(cudaMalloc(&cg->d_count, (c + 1) * 4));
+		CU(cudaMalloc(&cg->d_flag, (c + 1) * 4));
+		CU(cudaMalloc(&cg->d_fpos, (c + 1) * 4));
+		cg->scap = c;
+	}
+out:
+	return ret;
+}
+
+/* Append the new vertices of u[0..n) to the node list (first-seen order);
+ * returns how many or -errno. */
+static int64_t add_nodes(struct gs_cuda_graph *cg, struct gs_cuda_graph_sample *s,
+			 const uint64_t *u, uint64_t n)
+{
+	uint32_t lastf = 0, lastp = 0;
+	int ret = 0;
+
+	if (!n)
+		return 0;
+	k_first<<<grid_for(n, 256), 256>>>(u, n, cg->d_pos_of, cg->d_first);
+	k_flag<<<grid_for(n, 256), 256>>>(u, n, cg->d_pos_of, cg->d_first, cg->d_flag);
+	ret = launched(cg, "sample dedup");
+	if (ret)
+		return ret;
+	thrust::exclusive_scan(thrust::device, cg->d_flag, cg->d_flag + n, cg->d_fpos);
+	k_add<<<grid_for(n, 256), 256>>>(u, n, cg->d_flag, cg->d_fpos, s->nnodes, s->nodes,
+					 cg->d_pos_of, cg->d_first);
+	ret = launched(cg, "sample add");
+	if (ret)
+		return ret;
+	CU(cudaMemcpy(&lastf, cg->d_flag + n - 1, 4, cudaMemcpyDeviceToHost));
+	CU(cudaMemcpy(&lastp, cg->d_fpos + n - 1, 4, cudaMemcpyDeviceToHost));
+	s->nnodes += (uint64_t)lastf + lastp;
+out:
+	return ret ? ret : (int64_t)lastf + lastp;
+}
+
+int gs_cuda_graph_sample(struct gs_cuda_graph *cg, const uint64_t *seeds, uint32_t nseeds,
+			 const uint32_t *fanouts, uint32_t nhops, uint64_t rng_seed,
+			 struct gs_cuda_graph_sample *s, struct gs_cuda_graph_stats *st)
+{
+	uint64_t max_nodes, max_edges;
+	struct gs_cuda_array_stats a0;
+	double t0;
+	int64_t r;
+	int ret;
+
+	if (!cg || !s || (nseeds && !seeds))
+		return -EINVAL;
+	ret = gs_graph_sample_bounds(nseeds, fanouts, nhops, &max_nodes, &max_edges);
+	if (ret)
+		return ret;
+	stats_begin(cg, &a0, &t0);
+	ret = sample_alloc(cg, s, max_nodes, max_edges);
+	if (ret)
+		goto out;
+	CU(cudaMemset(cg->d_err, 0, 8));
+	s->nnodes = s->nedges = 0;
+	s->nhops = nhops;
+	memset(s->hop_nodes, 0, sizeof(s->hop_nodes));
+	memset(s->hop_edges, 0, sizeof(s->hop_edges));
+	/* the seeds (host or GPU memory), checked, then deduplicated like picks */
+	CU(cudaMemcpy(cg->d_slot, seeds, (size_t)nseeds * 8, cudaMemcpyDefault));
+	if (nseeds) {
+		uint64_t mx = thrust::reduce(thrust::device, cg->d_slot, cg->d_slot + nseeds,
+					     (uint64_t)0, thrust::maximum<uint64_t>());
+
+		if (mx >= cg->l->nv) {
+			ret = -EINVAL;
+			goto out;
+		}
+	}
+	r = add_nodes(cg, s, cg->d_slot, nseeds);
+	if (r < 0) {
+		ret = (int)r;
+		goto out;
+	}
+	s->hop_nodes[1] = s->nnodes;
+	for (uint32_t h = 0; h < nhops; h++) {
+		uint64_t a = s->hop_nodes[h], n = s->hop_nodes[h + 1] - a, ne = 0;
+		uint32_t f = fanouts[h], lastc = 0;
+		uint64_t lasto = 0;
+
+		s->hop_edges[h] = s->nedges;
+		cg->passes++;
+		if (n) {
+			k_sample<<<grid_for(n * 32, 256), 256>>>(cg->dv, s->nodes, a, n, f, h,
+								 rng_seed, cg->d_pick, cg->d_slot,
+								 cg->d_count, cg->d_err);
+			ret = launched(cg, "sample hop");
+			if (ret)
+				goto out;
+			thrust::exclusive_scan(thrust::device, cg->d_count, cg->d_count + n,
+					       cg->d_off, (uint64_t)0);
+			CU(cudaMemcpy(&lastc, cg->d_count + n - 1, 4, cudaMemcpyDeviceToHost));
+			CU(cudaMemcpy(&lasto, cg->d_off + n - 1, 8, cudaMemcpyDeviceToHost));
+			ne = lasto + lastc;
+			k_emit<<<grid_for(n * f, 256), 256>>>(s->nodes, a, n, f, cg->d_slot,
+							      cg->d_count, cg->d_off, s->nedges,
+							      s->src, s->dst, s->src_pos);
+			ret = launched(cg, "sample emit");
+			if (ret)
+				goto out;
+			r = add_nodes(cg, s, s->dst + s->nedges, ne);
+			if (r < 0) {
+				ret = (int)r;
+				goto out;
+			}
+			s->nedges += ne;
+		}
+		s->hop_nodes[h + 2] = s->nnodes;
+	}
+	s->hop_edges[nhops] = s->nedges;
+	if (s->nedges) {
+		k_dst_pos<<<grid_for(s->nedges, 256), 256>>>(s->dst, s->nedges, cg->d_pos_of,
+							    s->dst_pos);
+		ret = launched(cg, "sample positions");
+	}
+	if (!ret)
+		ret = dev_err(cg);
+out:
+	if (s->nnodes) {	/* the vertex -> position map back to empty */
+		k_unpos<<<grid_for(s->nnodes, 256), 256>>>(s->nodes, s->nnodes, cg->d_pos_of);
+		int r2 = launched(cg, "sample reset");
+
+		if (!ret)
+			ret = r2;
+	}
+	stats_end(cg, &a0, t0, st);
+	return ret;
+}

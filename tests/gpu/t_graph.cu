@@ -1,0 +1,957 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Graph objects on the GPU (gstore_cuda_graph.h), in-process over a gstore
+ * image: graphs imported by gstore itself, then BFS, CC and k-hop sampling
+ * on the GPU, each compared exactly with the CPU engine (gs_graph_bfs,
+ * gs_graph_cc) and with gs_graph_sample; and a benchmark on an R-MAT graph
+ * several times larger than the GPU cache: the graph object by pass (CAM)
+ * and through the page cache (BaM) against load-all-then-run (the exported
+ * CSR read whole with O_DIRECT, copied, run in GPU memory) and against the
+ * CSR arrays through BaM caches of the same size.
+ *
+ *   t_graph [check|small|bench|all [SCALE]]     (default: all, SCALE 19)
+ *
+ * small: two small graphs, every kernel once (for compute-sanitizer).
+ *
+ * Env: GS_GRAPH_DIR (image and temp files; default build/gpu),
+ * GS_GRAPH_CACHE_MIB (GPU cache and staging; default a quarter of the
+ * graph object), GS_GRAPH_BATCHES (sampling batches, 20).
+ */
+#include <sys/stat.h>
+
+#include <vector>
+
+#include <thrust/execution_policy.h>
+#include <thrust/scan.h>
+
+#include "common.cuh"
+#include "gstore_cuda_graph.h"
+extern "C" {
+#include "gstore_fs.h"
+}
+
+static const char *dir_ = "build/gpu";
+static char img_[4096];
+static struct gs_fs *fs_;
+static struct gs_q *q_;
+static int fails_;
+
+#define CHECK(cond, ...)                                                             \
+	do {                                                                         \
+		if (!(cond)) {                                                       \
+			printf("t_graph: FAIL: " __VA_ARGS__);                       \
+			printf("\n");                                                \
+			fails_++;                                                    \
+		}                                                                    \
+	} while (0)
+
+/* ---- graphs: R-MAT edges written as text, imported by gstore ---- */
+
+static uint64_t xs(uint64_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 7;
+	*x ^= *x << 17;
+	return *x;
+}
+
+struct gen {
+	unsigned scale;
+	uint64_t edges;
+	unsigned hubs, hubdeg;	/* vertices with hubdeg more neighbours */
+	int weighted;
+	uint64_t (*id)(uint64_t v);	/* sparse ids; NULL: v */
+	uint64_t seed;
+};
+
+static uint64_t sparse_id(uint64_t v)
+{
+	return (1ULL << 40) + v * 1000003ULL;
+}
+
+static void write_graph(const char *path, const struct gen *gp)
+{
+	FILE *f = fopen(path, "w");
+	uint64_t x = gp->seed * 0x9e3779b97f4a7c15ULL + 1, nv = 1ULL << gp->scale;
+
+	if (!f) {
+		perror(path);
+		exit(1);
+	}
+	for (uint64_t e = 0; e < gp->edges + (uint64_t)gp->hubs * gp->hubdeg; e++) {
+		uint64_t u = 0, v = 0;
+
+		if (e < gp->edges) {
+			for (unsigned b = 0; b < gp->scale; b++) {	/* R-MAT 0.57/0.19/0.19/0.05 */
+				uint64_t r = xs(&x) % 100;
+
+				u = u << 1 | (r >= 76);
+				v = v << 1 | ((r >= 57 && r < 76) || r >= 95);
+			}
+		} else {
+			u = ((e - gp->edges) / gp->hubdeg) * 7919 % nv;
+			v = xs(&x) % nv;
+		}
+		if (gp->id)
+			fprintf(f, "%llu %llu", (unsigned long long)gp->id(u),
+				(unsigned long long)gp->id(v));
+		else
+			fprintf(f, "%llu %llu", (unsigned long long)u, (unsigned long long)v);
+		if (gp->weighted)
+			fprintf(f, " %.3f", (double)(xs(&x) % 10000) / 100.0);
+		fputc('\n', f);
+	}
+	if (gp->id)	/* every vertex named: indices are 0 .. nv-1 */
+		for (uint64_t v = 0; v < nv; v++)
+			fprintf(f, "%llu %llu%s\n", (unsigned long long)gp->id(v),
+				(unsigned long long)gp->id((v * 31 + 7) % nv),
+				gp->weighted ? " 1.0" : "");
+	fclose(f);
+}
+
+static struct gs_graph *import(const char *name, const struct gen *gp, uint32_t flags)
+{
+	char path[4200], err[256] = "";
+	struct gs_graph_import_opts o = {};
+	struct gs_graph *g;
+	double t0 = now_s();
+
+	snprintf(path, sizeof(path), "%s/t_graph-%s.txt", dir_, name);
+	write_graph(path, gp);
+	o.flags = flags | GS_GRAPH_IMPORT_REPLACE |
+		  (gp->weighted ? GS_GRAPH_IMPORT_WEIGHTED : GS_GRAPH_IMPORT_UNWEIGHTED);
+	if (!gp->id)
+		o.nv = 1ULL << gp->scale;
+	o.tmpdir = dir_;
+	o.err = err;
+	o.errlen = sizeof(err);
+	int ret = gs_graph_import(fs_, name, path, &o);
+
+	if (ret) {
+		printf("t_graph: import %s: %s (%s)\n", name, strerror(-ret), err);
+		exit(1);
+	}
+	unlink(path);
+	OK(gs_graph_open(fs_, name, 0, &g));
+	struct gs_graph_info gi;
+
+	gs_graph_info(g, &gi);
+	printf("t_graph: %s: %llu vertices, %llu edges, %s, %s, %u-byte ids%s, imported in %.1f s\n",
+	       name, (unsigned long long)gi.nv, (unsigned long long)gi.ne,
+	       gi.directed ? "directed" : "undirected", gi.weighted ? "weighted" : "unweighted",
+	       gi.id_bytes, gi.id_map ? ", sparse ids" : "", now_s() - t0);
+	return g;
+}
+
+/* The first vertex index with an out-neighbour. */
+static uint64_t some_source(struct gs_graph *g, uint64_t from)
+{
+	struct gs_graph_info gi;
+	uint64_t id;
+
+	gs_graph_info(g, &gi);
+	for (uint64_t v = from; v < gi.nv; v++) {
+		OK(gs_graph_vertex_ids(g, v, 1, &id));
+		if (gs_graph_degree(g, id, GS_GRAPH_OUT) > 0)
+			return v;
+	}
+	return 0;
+}
+
+/* ---- the checks: GPU results equal the CPU engine's ---- */
+
+static void check_bfs(struct gs_graph *g, struct gs_cuda_graph *cg, const char *name, uint64_t src)
+{
+	uint64_t nv = gs_cuda_graph_layout(cg)->nv, id;
+	std::vector<int64_t> want(nv);
+	std::vector<int32_t> got(nv);
+	int32_t *d;
+
+	OK(gs_graph_vertex_ids(g, src, 1, &id));
+	OK(gs_graph_bfs(g, id, want.data(), NULL));
+	CK(cudaMalloc(&d, nv * 4));
+	for (unsigned mode = 0; mode < 2; mode++) {
+		struct gs_cuda_graph_stats st = {};
+		int lv = gs_cuda_graph_bfs(cg, src, d, mode, &st);
+		long bad = 0;
+
+		CK(cudaMemcpy(got.data(), d, nv * 4, cudaMemcpyDeviceToHost));
+		for (uint64_t v = 0; v < nv; v++)
+			bad += want[v] != got[v];
+		CHECK(lv >= 0 && !bad, "%s: bfs %s from %llu: %d, %ld of %llu depths differ", name,
+		      mode ? "cam" : "bam", (unsigned long long)src, lv, bad,
+		      (unsigned long long)nv);
+		printf("t_graph: %s: bfs %s: %d levels, %ld depths differ, %.1f KiB read, %llu requests\n",
+		       name, mode ? "cam" : "bam", lv, bad, st.bytes_read / 1024.0,
+		       (unsigned long long)st.requests);
+	}
+	CK(cudaFree(d));
+}
+
+static void check_cc(struct gs_graph *g, struct gs_cuda_graph *cg, const char *name)
+{
+	uint64_t nv = gs_cuda_graph_layout(cg)->nv;
+	std::vector<uint64_t> want(nv), got(nv);
+	uint64_t *d;
+	int64_t wc = gs_graph_cc(g, want.data(), NULL);
+
+	CK(cudaMalloc(&d, nv * 8));
+	for (unsigned mode = 0; mode < 2; mode++) {
+		struct gs_cuda_graph_stats st = {};
+		int64_t c = gs_cuda_graph_cc(cg, d, mode, &st);
+		long bad = 0;
+
+		CK(cudaMemcpy(got.data(), d, nv * 8, cudaMemcpyDeviceToHost));
+		for (uint64_t v = 0; v < nv; v++)
+			bad += want[v] != got[v];
+		CHECK(c == wc && !bad, "%s: cc %s: %lld components (cpu %lld), %ld labels differ",
+		      name, mode ? "cam" : "bam", (long long)c, (long long)wc, bad);
+		printf("t_graph: %s: cc %s: %lld components (cpu %lld), %ld labels differ\n", name,
+		       mode ? "cam" : "bam", (long long)c, (long long)wc, bad);
+	}
+	CK(cudaFree(d));
+}
+
+template <typename T>
+static std::vector<T> fetch(const T *d, uint64_t n)
+{
+	std::vector<T> h(n + 1);
+
+	CK(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
+	return h;
+}
+
+/* @ds: a GPU sample, @s: the CPU's; 0 when equal. */
+static int same_sample(const struct gs_cuda_graph_sample *ds, const struct gs_graph_sample *s)
+{
+	if (ds->nnodes != s->nnodes || ds->nedges != s->nedges)
+		return 1;
+	if (memcmp(ds->hop_nodes, s->hop_nodes, (s->nhops + 2) * 8) ||
+	    memcmp(ds->hop_edges, s->hop_edges, (s->nhops + 1) * 8))
+		return 2;
+	if (memcmp(fetch(ds->nodes, s->nnodes).data(), s->nodes, s->nnodes * 8))
+		return 3;
+	if (memcmp(fetch(ds->src, s->nedges).data(), s->src, s->nedges * 8) ||
+	    memcmp(fetch(ds->dst, s->nedges).data(), s->dst, s->nedges * 8))
+		return 4;
+	if (memcmp(fetch(ds->src_pos, s->nedges).data(), s->src_pos, s->nedges * 4) ||
+	    memcmp(fetch(ds->dst_pos, s->nedges).data(), s->dst_pos, s->nedges * 4))
+		return 5;
+	return 0;
+}
+
+static void check_sample(struct gs_graph *g, struct gs_cuda_graph *cg, const char *name)
+{
+	uint64_t nv = gs_cuda_graph_layout(cg)->nv, x = 77;
+	uint32_t fan[2][2] = { { 25, 10 }, { 10, 5 } };
+	std::vector<uint64_t> seeds(300);
+	struct gs_cuda_graph_sample ds = {};
+
+	for (auto &s : seeds)
+		s = xs(&x) % nv;
+	seeds[7] = seeds[3];
+	for (int k = 0; k < 2; k++) {
+		struct gs_graph_sample s;
+		struct gs_cuda_graph_stats st = {};
+
+		OK(gs_graph_sample(g, seeds.data(), (uint32_t)seeds.size(), fan[k], 2, 1234 + k, &s));
+		int r = gs_cuda_graph_sample(cg, seeds.data(), (uint32_t)seeds.size(), fan[k], 2,
+					     1234 + k, &ds, &st);
+		int diff = r ? -1 : same_sample(&ds, &s);
+
+		CHECK(!diff, "%s: sample %u,%u: %s (%d)", name, fan[k][0], fan[k][1],
+		      r ? strerror(-r) : "differs from gs_graph_sample", diff);
+		printf("t_graph: %s: sample %u,%u: %llu nodes, %llu edges (cpu %llu, %llu), %s\n",
+		       name, fan[k][0], fan[k][1], (unsigned long long)ds.nnodes,
+		       (unsigned long long)ds.nedges, (unsigned long long)s.nnodes,
+		       (unsigned long long)s.nedges, diff ? "DIFFER" : "equal");
+		gs_graph_sample_free(&s);
+	}
+	gs_cuda_graph_sample_free(&ds);
+}
+
+static struct gs_cuda_graph *open_cg(struct gs_graph *g, size_t cache, size_t stage)
+{
+	struct gs_cuda_graph_params p = {};
+	struct gs_cuda_graph *cg;
+
+	p.cache_bytes = cache;
+	p.stage_bytes = stage;
+	OK(gs_cuda_graph_open(&cg, g, q_, &p));
+	return cg;
+}
+
+static void check_all(struct gs_graph *g, const char *name, size_t stage)
+{
+	struct gs_cuda_graph *cg = open_cg(g, 4u << 20, stage);
+	const struct gs_graph_layout *l = gs_cuda_graph_layout(cg);
+	uint64_t large = 0;
+
+	for (uint64_t i = 0; i < l->dir[0].ngtt; i++)
+		large += (l->dir[0].gtt_page[i] & GS_GP_GTT_LARGE) != 0;
+	printf("t_graph: %s: layout: %llu pages (%llu of large vertices), %u extents, %s lists\n",
+	       name, (unsigned long long)l->dir[0].ngtt, (unsigned long long)large, l->next,
+	       (l->flags & GS_GP_F_VARINT) ? "varint" : "fixed-width");
+	check_bfs(g, cg, name, some_source(g, 0));
+	check_cc(g, cg, name);
+	check_sample(g, cg, name);
+	gs_cuda_graph_close(cg);
+}
+
+static void checks(void)
+{
+	struct gen gu = { 14, 120000, 4, 6000, 0, NULL, 1 };
+	struct gen gd = { 14, 120000, 3, 3000, 1, NULL, 2 };
+	struct gen gs = { 13, 50000, 2, 4000, 0, sparse_id, 3 };
+	struct gs_graph *g;
+
+	/* undirected, varint lists, hubs larger than a page */
+	g = import("u", &gu, GS_GRAPH_IMPORT_UNDIRECTED);
+	check_all(g, "u", 1u << 20);	/* 512 KiB halves: many chunks */
+	/* updates on the CPU side, merged, made visible by the sync point */
+	struct gs_cuda_graph *cg = open_cg(g, 4u << 20, 1u << 20);
+
+	OK(gs_graph_add_edge(g, 1, 16000, 1.0f));
+	OK(gs_graph_add_edge(g, 2, 16001, 1.0f));
+	OK(gs_graph_del_vertex(g, 5));
+	int r = gs_cuda_graph_sync(cg);
+
+	CHECK(r == 0 || r == -ESTALE, "u: sync: %s", strerror(-r));
+	if (r == -ESTALE) {	/* the pages grew: a new handle */
+		gs_cuda_graph_close(cg);
+		cg = open_cg(g, 4u << 20, 1u << 20);
+	}
+	printf("t_graph: u after updates: sync %d\n", r);
+	check_bfs(g, cg, "u+upd", 1);
+	check_cc(g, cg, "u+upd");
+	check_sample(g, cg, "u+upd");
+	gs_cuda_graph_close(cg);
+	gs_graph_close(g);
+	/* directed, weighted, fixed-width lists */
+	g = import("dw", &gd, GS_GRAPH_IMPORT_DIRECTED | GS_GRAPH_IMPORT_FIXED);
+	check_all(g, "dw", 2u << 20);
+	gs_graph_close(g);
+	/* directed, weighted, varint */
+	g = import("dwv", &gd, GS_GRAPH_IMPORT_DIRECTED);
+	check_all(g, "dwv", 2u << 20);
+	gs_graph_close(g);
+	/* sparse ids (an id map: the GPU works on indices) */
+	g = import("sp", &gs, GS_GRAPH_IMPORT_UNDIRECTED);
+	check_all(g, "sp", 2u << 20);
+	gs_graph_close(g);
+}
+
+/* A small graph for compute-sanitizer: every kernel once (varint and fixed
+ * lists, a large vertex, both modes, sampling). */
+static void checks_small(void)
+{
+	struct gen g1 = { 10, 6000, 1, 1500, 0, NULL, 4 };
+	struct gen g2 = { 11, 12000, 1, 1500, 1, NULL, 5 };
+	struct gs_graph *g;
+
+	g = import("s1", &g1, GS_GRAPH_IMPORT_UNDIRECTED);
+	check_all(g, "s1", 64u << 10);
+	gs_graph_close(g);
+	g = import("s2", &g2, GS_GRAPH_IMPORT_DIRECTED | GS_GRAPH_IMPORT_FIXED);
+	check_all(g, "s2", 64u << 10);
+	gs_graph_close(g);
+}
+
+/* ---- the benchmark ---- */
+
+struct csr_dev {	/* CSR in GPU memory (load-all) */
+	const uint64_t *rp;
+	const uint32_t *ci;
+};
+
+struct csr_bam {	/* CSR arrays through BaM caches */
+	struct gs_bam *rp, *ci;
+};
+
+static __device__ uint64_t rowp(const csr_dev &c, uint64_t v) { return c.rp[v]; }
+static __device__ uint64_t colx(const csr_dev &c, uint64_t e) { return c.ci[e]; }
+static __device__ uint64_t rowp(const csr_bam &c, uint64_t v) { return gs_array_get_u64(c.rp, v); }
+static __device__ uint64_t colx(const csr_bam &c, uint64_t e) { return gs_array_get_u32(c.ci, e); }
+
+template <typename G>
+static __global__ void k_csr_bfs(G g, uint64_t nv, int32_t *depth, int32_t level, int *more)
+{
+	uint64_t warp = ((uint64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+	uint64_t nwarps = (uint64_t)gridDim.x * blockDim.x / 32;
+	uint64_t chunk = (nv + nwarps - 1) / nwarps, lo = warp * chunk;
+	uint64_t hi = lo + chunk < nv ? lo + chunk : nv;
+	int lane = threadIdx.x & 31, found = 0;
+
+	for (uint64_t base = lo; base < hi; base += 32) {
+		uint64_t v = base + lane;
+		unsigned m = __ballot_sync(0xffffffffu, v < hi && depth[v] == level);
+
+		while (m) {
+			uint64_t f = base + __ffs(m) - 1;
+			uint64_t s = rowp(g, f), e = rowp(g, f + 1);
+
+			m &= m - 1;
+			for (uint64_t k = s + lane; k < e; k += 32) {
+				uint64_t u = colx(g, k);
+
+				if (u < nv && depth[u] < 0) {
+					depth[u] = level + 1;
+					found = 1;
+				}
+			}
+			__syncwarp();
+		}
+	}
+	if (__any_sync(0xffffffffu, found) && lane == 0)
+		*more = 1;
+}
+
+static __device__ uint64_t uf_find(uint64_t *p, uint64_t x)
+{
+	for (;;) {
+		uint64_t y = *(volatile uint64_t *)&p[x];
+
+		if (y == x)
+			return x;
+		uint64_t z = *(volatile uint64_t *)&p[y];
+
+		if (z != y)
+			*(volatile uint64_t *)&p[x] = z;
+		x = z;
+	}
+}
+
+static __global__ void k_csr_cc(csr_dev g, uint64_t nv, uint64_t *p)
+{
+	uint64_t warp = ((uint64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+	uint64_t nwarps = (uint64_t)gridDim.x * blockDim.x / 32;
+	int lane = threadIdx.x & 31;
+
+	for (uint64_t v = warp; v < nv; v += nwarps)
+		for (uint64_t k = g.rp[v] + lane; k < g.rp[v + 1]; k += 32) {
+			uint64_t a = v, b = g.ci[k];
+
+			for (;;) {
+				a = uf_find(p, a);
+				b = uf_find(p, b);
+				if (a == b)
+					break;
+				if (a < b) {
+					uint64_t t = a;
+
+					a = b;
+					b = t;
+				}
+				if (atomicCAS((unsigned long long *)&p[a], a, b) == a)
+					break;
+			}
+		}
+}
+
+static __global__ void k_csr_cc_final(uint64_t nv, uint64_t *p)
+{
+	uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+
+	for (uint64_t v = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; v < nv; v += stride)
+		p[v] = uf_find(p, v);
+}
+
+static __global__ void k_iota(uint64_t *p, uint64_t nv)
+{
+	uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+
+	for (uint64_t v = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; v < nv; v += stride)
+		p[v] = v;
+}
+
+template <typename G>
+static int csr_bfs(G g, uint64_t nv, uint64_t src, int32_t *depth, int *more)
+{
+	int level = 0, zero = 0;
+
+	CK(cudaMemset(depth, 0xff, nv * 4));
+	CK(cudaMemcpy(depth + src, &zero, 4, cudaMemcpyHostToDevice));
+	for (;; level++) {
+		*more = 0;
+		k_csr_bfs<<<264, 256>>>(g, nv, depth, level, more);
+		KCK();
+		if (!*more)
+			break;
+	}
+	return level + 1;
+}
+
+/* Sampling over CSR through BaM: per frontier vertex rowPtr (2 entries)
+ * and one colIdx read per pick; the same picks as gs_graph_sample. */
+static __global__ void k_csr_sample(csr_bam g, const uint64_t *nodes, uint64_t a, uint64_t n,
+				    uint32_t f, uint32_t hop, uint64_t seed, uint64_t *pick,
+				    uint64_t *slot, uint32_t *count)
+{
+	uint64_t warp = ((uint64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+	uint64_t nwarps = (uint64_t)gridDim.x * blockDim.x / 32;
+	int lane = threadIdx.x & 31;
+
+	for (uint64_t i = warp; i < n; i += nwarps) {
+		uint64_t v = nodes[a + i], *pk = pick + i * f, *sl = slot + i * f;
+		uint64_t s = gs_array_get_u64(g.rp, v), e = gs_array_get_u64(g.rp, v + 1);
+		uint64_t deg = e - s, take = deg < f ? deg : f;
+
+		if (deg > f && lane == 0)
+			gs_graph_sample_pick(seed, hop, v, deg, f, pk);
+		__syncwarp();
+		for (uint64_t k = lane; k < 32 * ((take + 31) / 32); k += 32) {
+			uint64_t pos = k < take ? (deg > f ? pk[k] : k) : 0;
+			uint64_t u = gs_array_get_u32(g.ci, s + pos);	/* all lanes take part */
+
+			if (k < take)
+				sl[k] = u;
+		}
+		if (lane == 0)
+			count[i] = (uint32_t)take;
+		__syncwarp();
+	}
+}
+
+static __global__ void k_emit(const uint64_t *nodes, uint64_t a, uint64_t n, uint32_t f,
+			      const uint64_t *slot, const uint32_t *count, const uint64_t *off,
+			      uint64_t ebase, uint64_t *dst)
+{
+	uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+
+	for (uint64_t t = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; t < n * f; t += stride) {
+		uint64_t i = t / f, k = t % f;
+
+		if (k < count[i])
+			dst[ebase + off[i] + k] = slot[i * f + k];
+	}
+}
+
+/* New nodes among u[0..n), first-seen order, with a vertex -> position map. */
+static __global__ void k_dedup(const uint64_t *u, uint64_t n, uint32_t *pos_of, uint64_t *first,
+			       int phase, const uint32_t *flag, const uint32_t *fpos,
+			       uint32_t *flag_out, uint64_t base, uint64_t *nodes)
+{
+	uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+
+	for (uint64_t e = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += stride) {
+		uint64_t x = u[e];
+
+		if (phase == 0 && pos_of[x] == UINT32_MAX)
+			atomicMin((unsigned long long *)&first[x], (unsigned long long)e);
+		else if (phase == 1)
+			flag_out[e] = pos_of[x] == UINT32_MAX && first[x] == e;
+		else if (phase == 2 && flag[e]) {
+			nodes[base + fpos[e]] = x;
+			pos_of[x] = (uint32_t)(base + fpos[e]);
+			first[x] = UINT64_MAX;
+		}
+	}
+}
+
+static __global__ void k_unpos(const uint64_t *nodes, uint64_t n, uint32_t *pos_of)
+{
+	uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+
+	for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+		pos_of[nodes[i]] = UINT32_MAX;
+}
+
+struct csr_sampler {
+	uint64_t *nodes, *dst, *pick, *slot, *off, *first;
+	uint32_t *count, *flag, *fpos, *pos_of;
+};
+
+static uint64_t csr_add(csr_sampler &c, const uint64_t *u, uint64_t n, uint64_t base)
+{
+	uint32_t lf = 0, lp = 0;
+	int gr = (int)((n + 255) / 256 < 4096 ? (n + 255) / 256 : 4096);
+
+	if (!n)
+		return 0;
+	k_dedup<<<gr, 256>>>(u, n, c.pos_of, c.first, 0, NULL, NULL, NULL, 0, NULL);
+	k_dedup<<<gr, 256>>>(u, n, c.pos_of, c.first, 1, NULL, NULL, c.flag, 0, NULL);
+	KCK();
+	thrust::exclusive_scan(thrust::device, c.flag, c.flag + n, c.fpos);
+	k_dedup<<<gr, 256>>>(u, n, c.pos_of, c.first, 2, c.flag, c.fpos, NULL, base, c.nodes);
+	KCK();
+	CK(cudaMemcpy(&lf, c.flag + n - 1, 4, cudaMemcpyDeviceToHost));
+	CK(cudaMemcpy(&lp, c.fpos + n - 1, 4, cudaMemcpyDeviceToHost));
+	return (uint64_t)lf + lp;
+}
+
+/* One batch over CSR-through-BaM; returns nodes, *nedges. */
+static uint64_t csr_sample(csr_sampler &c, csr_bam g, const uint64_t *seeds_h, uint32_t ns,
+			   const uint32_t *fan, uint32_t nhops, uint64_t seed, uint64_t *nedges)
+{
+	uint64_t nn = 0, ne = 0, hop_a = 0, hop_b;
+
+	CK(cudaMemcpy(c.slot, seeds_h, ns * 8, cudaMemcpyHostToDevice));
+	nn = csr_add(c, c.slot, ns, 0);
+	hop_b = nn;
+	for (uint32_t h = 0; h < nhops; h++) {
+		uint64_t n = hop_b - hop_a, lo = 0;
+		uint32_t lc = 0, f = fan[h];
+
+		if (n) {
+			k_csr_sample<<<(int)((n * 32 + 255) / 256), 256>>>(
+				g, c.nodes, hop_a, n, f, h, seed, c.pick, c.slot, c.count);
+			KCK();
+			thrust::exclusive_scan(thrust::device, c.count, c.count + n, c.off,
+					       (uint64_t)0);
+			CK(cudaMemcpy(&lc, c.count + n - 1, 4, cudaMemcpyDeviceToHost));
+			CK(cudaMemcpy(&lo, c.off + n - 1, 8, cudaMemcpyDeviceToHost));
+			k_emit<<<(int)((n * f + 255) / 256 < 4096 ? (n * f + 255) / 256 : 4096), 256>>>(
+				c.nodes, hop_a, n, f, c.slot, c.count, c.off, ne, c.dst);
+			KCK();
+			nn += csr_add(c, c.dst + ne, lo + lc, nn);
+			ne += lo + lc;
+		}
+		hop_a = hop_b;
+		hop_b = nn;
+	}
+	k_unpos<<<(int)((nn + 255) / 256), 256>>>(c.nodes, nn, c.pos_of);
+	KCK();
+	*nedges = ne;
+	return nn;
+}
+
+/* An array file: its ino, size and extents (under a read lease). */
+struct arr {
+	uint64_t ino, size;
+	struct gs_lease *lease;
+	std::vector<gs_cam_ext> ext;
+};
+
+static void arr_open(struct arr *a, const char *name)
+{
+	struct gs_stat st, dst;
+
+	OK(gs_fs_lookup(fs_, GS_ROOT_INO, "arrays", &dst));
+	OK(gs_fs_lookup(fs_, dst.ino, name, &st));
+	a->ino = st.ino;
+	a->size = st.size;
+	OK(gs_fs_lease_begin(fs_, st.ino, 0, (st.size + 4095) & ~4095ull, GS_LEASE_READ, &a->lease));
+	int n = gs_fs_lease_export(a->lease, 4096, NULL, 0);
+
+	OK(n);
+	a->ext.resize(n);
+	OK(gs_fs_lease_export(a->lease, 4096, a->ext.data(), n));
+}
+
+/* Read array @a whole with O_DIRECT (4 MiB requests, one after the other:
+ * a loader's sequential read) into @buf. */
+static void arr_read_all(struct arr *a, int fd, char *buf)
+{
+	for (auto &e : a->ext)
+		for (uint64_t o = 0; o < e.nblk * 4096; o += 4u << 20) {
+			uint64_t len = e.nblk * 4096 - o < (4u << 20) ? e.nblk * 4096 - o : 4u << 20;
+			ssize_t r = pread(fd, buf + e.blk * 4096 + o, len, (off_t)(e.dev_off + o));
+
+			if (r != (ssize_t)len) {
+				printf("t_graph: load-all read: %zd of %llu\n", r,
+				       (unsigned long long)len);
+				exit(1);
+			}
+		}
+}
+
+static void bam_on(struct arr *a, size_t cache, struct gs_cuda **c, struct gs_cuda_array **ar)
+{
+	struct gs_cuda_params p = {};
+	struct gs_cuda_array_params ap = {};
+
+	p.block_size = 4096;
+	p.buf_bytes = 1u << 20;
+	p.ext = a->ext.data();
+	p.next = (uint32_t)a->ext.size();
+	OK(gs_cuda_open(c, q_, &p));
+	ap.cache_bytes = cache < (256u << 10) ? 256u << 10 : cache;
+	ap.nio = 1024;
+	OK(gs_cuda_array_open(ar, *c, &ap));
+}
+
+static void row(const char *what, double s, double base, uint64_t bytes, uint64_t graph)
+{
+	printf("RESULT graph_%s %.3f s (%.2f x load-all; %.1f MiB read, %.2f x the graph)\n", what, s,
+	       base / s, bytes / 1048576.0, (double)bytes / graph);
+}
+
+static void bench(unsigned scale)
+{
+	struct gen gb = { scale, 16ull << scale, 0, 0, 0, NULL, 9 };
+	struct gs_graph *g = import("bench", &gb, GS_GRAPH_IMPORT_UNDIRECTED);
+	struct gs_graph_layout *l;
+	struct arr rp, ci;
+	char xa[128] = "";
+
+	OK(gs_graph_export_csr(g, "bench.csr"));
+	OK(gs_graph_layout_get(g, 0, &l));
+	uint64_t nv = l->nv, obj = l->bytes;
+
+	gs_graph_layout_put(l);
+	arr_open(&rp, "bench.csr.rowptr");
+	arr_open(&ci, "bench.csr.colidx");
+	OK(gs_fs_getxattr(fs_, rp.ino, "user.gstore.csr", xa, sizeof(xa) - 1));
+	uint64_t csr = rp.size + ci.size;
+	const char *cm = getenv("GS_GRAPH_CACHE_MIB");
+	size_t cache = cm ? (size_t)atoi(cm) << 20 : obj / 4;
+
+	cache = (cache + (1 << 20) - 1) & ~(size_t)((1 << 20) - 1);
+	if (cache < (4u << 20))
+		cache = 4u << 20;
+	printf("t_graph: bench: %llu vertices; graph object %.1f MiB (pages), CSR %.1f MiB (%s); "
+	       "GPU cache / staging %zu MiB\n", (unsigned long long)nv, obj / 1048576.0,
+	       csr / 1048576.0, xa, cache >> 20);
+
+	int fd = open(img_, O_RDONLY | O_DIRECT);
+
+	if (fd < 0) {
+		perror(img_);
+		exit(1);
+	}
+	char *hrp, *hci;
+	uint64_t *drp;
+	uint32_t *dci;
+	int32_t *depth;
+	int *more;
+
+	CK(cudaMallocHost(&hrp, (rp.size + 4095) & ~4095ull));
+	CK(cudaMallocHost(&hci, (ci.size + 4095) & ~4095ull));
+	CK(cudaMalloc(&drp, rp.size));
+	CK(cudaMalloc(&dci, ci.size));
+	CK(cudaMalloc(&depth, nv * 4));
+	CK(cudaMallocManaged(&more, 4));
+	uint64_t src = some_source(g, 0), id;
+	std::vector<int64_t> want(nv);
+	std::vector<int32_t> got(nv);
+
+	OK(gs_graph_vertex_ids(g, src, 1, &id));
+	OK(gs_graph_bfs(g, id, want.data(), NULL));
+	auto cmp_depth = [&](const char *what) {
+		long bad = 0;
+
+		CK(cudaMemcpy(got.data(), depth, nv * 4, cudaMemcpyDeviceToHost));
+		for (uint64_t v = 0; v < nv; v++)
+			bad += want[v] != got[v];
+		CHECK(!bad, "bench: %s: %ld depths differ", what, bad);
+	};
+	/* warm-up: module load, the kernels' first launch */
+	CK(cudaMemset(drp, 0, 16));
+	csr_bfs(csr_dev{ drp, dci }, 1, 0, depth, more);
+
+	/* ---- BFS: load-all, then BFS in GPU memory */
+	double t0 = now_s();
+
+	arr_read_all(&rp, fd, hrp);
+	arr_read_all(&ci, fd, hci);
+	double t_read = now_s() - t0;
+
+	CK(cudaMemcpy(drp, hrp, rp.size, cudaMemcpyHostToDevice));
+	CK(cudaMemcpy(dci, hci, ci.size, cudaMemcpyHostToDevice));
+	double t_load = now_s() - t0;
+	int lv = csr_bfs(csr_dev{ drp, dci }, nv, src, depth, more);
+	double t_all = now_s() - t0;
+
+	cmp_depth("load-all bfs");
+	printf("t_graph: bench: load-all bfs: read %.3f s, copy %.3f s, bfs %.3f s, %d levels\n",
+	       t_read, t_load - t_read, t_all - t_load, lv);
+	row("bfs_loadall", t_all, t_all, csr, obj);
+
+	/* ---- BFS: CSR through BaM (cold caches of the same total size) */
+	struct gs_cuda *crp, *cci;
+	struct gs_cuda_array *arp, *aci;
+	struct gs_cuda_array_stats s1, s2;
+
+	bam_on(&rp, cache / 4, &crp, &arp);
+	bam_on(&ci, cache - cache / 4, &cci, &aci);
+	csr_bam cb = { gs_cuda_array_dev(arp), gs_cuda_array_dev(aci) };
+
+	t0 = now_s();
+	csr_bfs(cb, nv, src, depth, more);
+	double t_cb = now_s() - t0;
+
+	cmp_depth("csr-bam bfs");
+	gs_cuda_array_stats(arp, &s1);
+	gs_cuda_array_stats(aci, &s2);
+	row("bfs_csr_bam", t_cb, t_all, (s1.misses + s2.misses) * 4096, obj);
+
+	/* ---- BFS over the graph object: through the page cache, and by pass */
+	struct gs_cuda_graph *cg = open_cg(g, cache, cache);
+	struct gs_cuda_graph_stats st = {};
+
+	for (unsigned mode = 0; mode < 2; mode++) {
+		OK(gs_cuda_array_invalidate(arp));	/* nothing shared, but alike */
+		gs_cuda_graph_close(cg);
+		cg = open_cg(g, cache, cache);	/* a cold page cache */
+		int r = gs_cuda_graph_bfs(cg, src, depth, mode, &st);
+
+		CHECK(r > 0, "bench: graph bfs %s: %s", mode ? "cam" : "bam", strerror(-r));
+		cmp_depth(mode ? "graph cam bfs" : "graph bam bfs");
+		printf("t_graph: bench: graph bfs %s: %.3f s, %u passes, %llu requests\n",
+		       mode ? "cam" : "bam", st.seconds, st.passes, (unsigned long long)st.requests);
+		row(mode ? "bfs_object_cam" : "bfs_object_bam", st.seconds, t_all, st.bytes_read,
+		    obj);
+	}
+
+	/* ---- CC: load-all (union-find over the CSR in GPU memory), the object by sweep */
+	std::vector<uint64_t> wl(nv), gl(nv);
+	uint64_t *label;
+	int64_t wc = gs_graph_cc(g, wl.data(), NULL);
+
+	CK(cudaMalloc(&label, nv * 8));
+	t0 = now_s();
+	arr_read_all(&rp, fd, hrp);
+	arr_read_all(&ci, fd, hci);
+	CK(cudaMemcpy(drp, hrp, rp.size, cudaMemcpyHostToDevice));
+	CK(cudaMemcpy(dci, hci, ci.size, cudaMemcpyHostToDevice));
+	k_iota<<<1024, 256>>>(label, nv);
+	k_csr_cc<<<1024, 256>>>(csr_dev{ drp, dci }, nv, label);
+	k_csr_cc_final<<<1024, 256>>>(nv, label);
+	KCK();
+	double t_cca = now_s() - t0;
+
+	CK(cudaMemcpy(gl.data(), label, nv * 8, cudaMemcpyDeviceToHost));
+	CHECK(gl == wl, "bench: load-all cc labels differ");
+	row("cc_loadall", t_cca, t_cca, csr, obj);
+	for (unsigned mode = 0; mode < 2; mode++) {
+		gs_cuda_graph_close(cg);
+		cg = open_cg(g, cache, cache);
+		int64_t c = gs_cuda_graph_cc(cg, label, mode, &st);
+
+		CK(cudaMemcpy(gl.data(), label, nv * 8, cudaMemcpyDeviceToHost));
+		CHECK(c == wc && gl == wl, "bench: graph cc %s: %lld components (cpu %lld)%s",
+		      mode ? "cam" : "bam", (long long)c, (long long)wc,
+		      gl == wl ? "" : ", labels differ");
+		row(mode ? "cc_object_cam" : "cc_object_bam", st.seconds, t_cca, st.bytes_read, obj);
+	}
+
+	/* ---- sampling: the object through its page cache vs CSR through BaM */
+	const char *nb = getenv("GS_GRAPH_BATCHES");
+	int batches = nb ? atoi(nb) : 20;
+	uint32_t fans[2][2] = { { 25, 10 }, { 10, 5 } };
+	uint64_t x = 5;
+	std::vector<uint64_t> seeds(1024);
+	struct gs_cuda_graph_sample ds = {};
+	csr_sampler cs;
+	uint64_t mn, me;
+
+	OK(gs_graph_sample_bounds(1024, fans[0], 2, &mn, &me));
+	CK(cudaMalloc(&cs.nodes, mn * 8));
+	CK(cudaMalloc(&cs.dst, me * 8));
+	CK(cudaMalloc(&cs.pick, me * 8));
+	CK(cudaMalloc(&cs.slot, me * 8));
+	CK(cudaMalloc(&cs.off, me * 8));
+	CK(cudaMalloc(&cs.count, me * 4));
+	CK(cudaMalloc(&cs.flag, me * 4));
+	CK(cudaMalloc(&cs.fpos, me * 4));
+	CK(cudaMalloc(&cs.pos_of, nv * 4));
+	CK(cudaMalloc(&cs.first, nv * 8));
+	CK(cudaMemset(cs.pos_of, 0xff, nv * 4));
+	CK(cudaMemset(cs.first, 0xff, nv * 8));
+	for (int k = 0; k < 2; k++) {
+		double t_obj = 0, t_csr = 0;
+		uint64_t rd_obj = 0, e_obj = 0, e_csr = 0;
+		struct gs_cuda_array_stats b1, b2, c1, c2;
+
+		gs_cuda_graph_close(cg);
+		cg = open_cg(g, cache, 4u << 20);
+		OK(gs_cuda_array_invalidate(arp));
+		OK(gs_cuda_array_invalidate(aci));
+		gs_cuda_array_stats(arp, &b1);
+		gs_cuda_array_stats(aci, &b2);
+		for (int b = 0; b < batches; b++) {
+			for (auto &s : seeds)
+				s = xs(&x) % nv;
+			int r = gs_cuda_graph_sample(cg, seeds.data(), 1024, fans[k], 2, 100 + b, &ds,
+						     &st);
+
+			CHECK(!r, "bench: sample: %s", strerror(-r));
+			t_obj += st.seconds;
+			rd_obj += st.bytes_read;
+			e_obj += ds.nedges;
+			if (b == 0) {	/* at scale too: the CPU's sample */
+				struct gs_graph_sample s;
+
+				OK(gs_graph_sample(g, seeds.data(), 1024, fans[k], 2, 100 + b, &s));
+				CHECK(!same_sample(&ds, &s), "bench: sample %u,%u differs from the CPU's",
+				      fans[k][0], fans[k][1]);
+				gs_graph_sample_free(&s);
+			}
+			uint64_t ne = 0;
+			double t1 = now_s();
+
+			csr_sample(cs, cb, seeds.data(), 1024, fans[k], 2, 100 + b, &ne);
+			t_csr += now_s() - t1;
+			e_csr += ne;
+		}
+		CHECK(e_obj == e_csr, "bench: sampled edges: object %llu, csr %llu",
+		      (unsigned long long)e_obj, (unsigned long long)e_csr);
+		gs_cuda_array_stats(arp, &c1);
+		gs_cuda_array_stats(aci, &c2);
+		uint64_t rd_csr = (c1.misses - b1.misses + c2.misses - b2.misses) * 4096;
+
+		printf("RESULT graph_sample_%u_%u_object %.3f s for %d batches of 1024 seeds "
+		       "(%.2f x CSR-BaM; %.1f MiB read, %.2f x CSR-BaM's)\n", fans[k][0], fans[k][1],
+		       t_obj, batches, t_csr / t_obj, rd_obj / 1048576.0,
+		       rd_csr ? (double)rd_obj / rd_csr : 0.0);
+		printf("RESULT graph_sample_%u_%u_csr_bam %.3f s (%.1f MiB read; %llu edges)\n",
+		       fans[k][0], fans[k][1], t_csr, rd_csr / 1048576.0, (unsigned long long)e_csr);
+	}
+	gs_cuda_graph_sample_free(&ds);
+	gs_cuda_graph_close(cg);
+	gs_cuda_array_close(arp);
+	gs_cuda_array_close(aci);
+	gs_cuda_close(crp);
+	gs_cuda_close(cci);
+	gs_fs_lease_end(rp.lease);
+	gs_fs_lease_end(ci.lease);
+	close(fd);
+	gs_graph_close(g);
+}
+
+int main(int argc, char **argv)
+{
+	const char *what = argc > 1 ? argv[1] : "all";
+	unsigned scale = argc > 2 ? (unsigned)atoi(argv[2]) : 19;
+	struct gs_mkfs_opts mo = {};
+	struct gs_fs_opts fo = {};
+	struct gs_q_params qp = {};
+
+	skip_without_gpu();
+	gs_set_log_func(log_to_stderr, NULL);
+	if (getenv("GS_GRAPH_DIR"))
+		dir_ = getenv("GS_GRAPH_DIR");
+	mkdir(dir_, 0755);
+	snprintf(img_, sizeof(img_), "%s/t_graph.img", dir_);
+	unlink(img_);
+	/* room for the graph, its CSR export, the import's temp files are outside */
+	mo.size = (1ull << 30) << (scale > 20 ? scale - 20 : 0);
+	mo.force = 1;
+	OK(gs_fs_mkfs(img_, &mo));
+	fo.path = img_;
+	fo.cache_bytes = 256u << 20;
+	int ret = gs_fs_mount(&fs_, &fo);
+
+	if (ret == -EINVAL) {
+		fo.flags |= GS_FS_BUFFERED;
+		ret = gs_fs_mount(&fs_, &fo);
+	}
+	OK(ret);
+	/* the GPU's own queue over the same image: the pages by their extents */
+	qp.path = img_;
+	qp.flags = GS_Q_RDONLY | ((fo.flags & GS_FS_BUFFERED) ? GS_Q_BUFFERED : 0);
+	qp.min_pollers = 2;
+	qp.max_pollers = 2;
+	OK(gs_q_open(&q_, &qp));
+	if (!strcmp(what, "small"))
+		checks_small();
+	if (!strcmp(what, "check") || !strcmp(what, "all"))
+		checks();
+	if (!strcmp(what, "bench") || !strcmp(what, "all"))
+		bench(scale);
+	gs_q_close(q_);
+	OK(gs_fs_unmount(fs_));
+	unlink(img_);
+	printf("t_graph: %s\n", fails_ ? "FAIL" : "PASS");
+	return fails_ ? 1 : 0;
+}
