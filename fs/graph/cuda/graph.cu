@@ -31,7 +31,9 @@
 #include <thrust/scan.h>
 
 #include "gstore_cuda_graph.h"
+extern "C" {
 #include "gs_log.h"
+}
 
 #define DEF_CACHE	(64u << 20)
 #define DEF_STAGE	(32u << 20)
@@ -67,7 +69,6 @@ struct gs_cuda_graph {
 	uint64_t ncc;
 	struct run *h_runs, *d_runs;	/* two halves of runs_cap each */
 	uint32_t runs_cap;
-	uint64_t *d_want;		/* [2] cam tails after each half's issue */
 	int64_t *d_err;
 	unsigned long long *d_cnt;	/* small counters */
 	/* sampling scratch */
@@ -154,19 +155,25 @@ static int launched(struct gs_cuda_graph *cg, const char *what)
 
 /* ---- kernels: CAM passes ---- */
 
-static __global__ void k_issue(struct gs_cam *cam, const struct run *runs, uint32_t n,
-			       uint64_t *want)
+/* One lane per warp issues (a lane that waits for a free ticket collects
+ * completions; no lane spins beside a mate of its own warp that it may
+ * need). */
+static __global__ void k_issue(struct gs_cam *cam, const struct run *runs, uint32_t n)
 {
-	for (uint32_t r = threadIdx.x; r < n; r += blockDim.x)
-		gs_cam_issue(cam, GS_OP_READ, runs[r].dev, (uint32_t)runs[r].len, runs[r].buf);
-	__syncthreads();
-	if (threadIdx.x == 0)
-		*want = gs_d_load_acq(&cam->tail);
+	uint32_t warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+	uint32_t nwarps = gridDim.x * blockDim.x / 32;
+
+	if ((threadIdx.x & 31) == 0)
+		for (uint32_t r = warp; r < n; r += nwarps)
+			gs_cam_issue(cam, GS_OP_READ, runs[r].dev, (uint32_t)runs[r].len,
+				     runs[r].buf);
 }
 
-static __global__ void k_wait(struct gs_cam *cam, const uint64_t *want, int64_t *err)
+/* Everything issued so far completed (the next chunk is issued after this
+ * kernel, in stream order); the first error into *err. */
+static __global__ void k_wait(struct gs_cam *cam, int64_t *err)
 {
-	uint64_t w = *want;
+	uint64_t w = gs_d_load_acq(&cam->tail);
 	uint32_t ns = 64;
 
 	while (gs_d_load_acq(&cam->retire) < w)
@@ -470,7 +477,7 @@ static int issue_chunk(struct gs_cuda_graph *cg, const uint64_t *list, uint64_t 
 		return (int)nr;
 	CU(cudaMemcpy(dr, cg->h_runs + (size_t)h * cg->runs_cap, nr * sizeof(*dr),
 		      cudaMemcpyHostToDevice));
-	k_issue<<<1, 256>>>(cg->cam, dr, (uint32_t)nr, cg->d_want + h);
+	k_issue<<<nr > 2048 ? 64 : 16, 128>>>(cg->cam, dr, (uint32_t)nr);
 	ret = cu(cudaGetLastError(), "issue");
 out:
 	return ret;
@@ -495,7 +502,7 @@ static int cam_pass(struct gs_cuda_graph *cg, const uint64_t *list, uint64_t n, 
 		unsigned h = (unsigned)(k & 1);
 		uint64_t first = k * per, cnt = n - first < per ? n - first : per;
 
-		k_wait<<<1, 1>>>(cg->cam, cg->d_want + h, cg->d_err);
+		k_wait<<<1, 1>>>(cg->cam, cg->d_err);
 		ret = launched(cg, "cam wait");
 		if (ret)
 			break;
@@ -520,9 +527,7 @@ static int cam_pass(struct gs_cuda_graph *cg, const uint64_t *list, uint64_t n, 
 out:
 	if (ret) {
 		/* requests may still be in flight into the region: let them land */
-		k_wait<<<1, 1>>>(cg->cam, cg->d_want + 0, cg->d_err);
-		gpu_wait(cg, "cam drain");
-		k_wait<<<1, 1>>>(cg->cam, cg->d_want + 1, cg->d_err);
+		k_wait<<<1, 1>>>(cg->cam, cg->d_err);
 		gpu_wait(cg, "cam drain");
 	}
 	return ret;
@@ -622,7 +627,6 @@ void gs_cuda_graph_close(struct gs_cuda_graph *cg)
 	cudaFree(cg->d_stage);
 	cudaFree(cg->d_runs);
 	cudaFreeHost(cg->h_runs);
-	cudaFree(cg->d_want);
 	cudaFree(cg->d_err);
 	cudaFree(cg->d_cnt);
 	cudaFree(cg->d_pick);
@@ -707,8 +711,6 @@ int gs_cuda_graph_open(struct gs_cuda_graph **gp, struct gs_graph *g, struct gs_
 	    (ret = cu(cudaMalloc(&cg->d_runs, 2 * cg->runs_cap * sizeof(struct run)), "runs")) ||
 	    (ret = cu(cudaHostAlloc(&cg->h_runs, 2 * cg->runs_cap * sizeof(struct run),
 				    cudaHostAllocDefault), "runs")) ||
-	    (ret = cu(cudaMalloc(&cg->d_want, 2 * 8), "want")) ||
-	    (ret = cu(cudaMemset(cg->d_want, 0, 2 * 8), "want")) ||
 	    (ret = cu(cudaMalloc(&cg->d_err, 8), "err")) ||
 	    (ret = cu(cudaMemset(cg->d_err, 0, 8), "err")) ||
 	    (ret = cu(cudaMalloc(&cg->d_cnt, 4 * 8), "counters")))
