@@ -8,7 +8,7 @@
 #
 # Env: OUT (logs; default build/gpu/out), GS_GPU_IMAGE (default
 # build/gpu/gs-gpu.img: on the disk, not tmpfs: O_DIRECT), GS_GPU_GIB (4),
-# GS_GPU_SKIP ("tests sanitizer fs python hot bench gnn" to leave parts out), GS_GPU_ONLY
+# GS_GPU_SKIP ("tests sanitizer fs python graph hot bench gnn" to leave parts out), GS_GPU_ONLY
 # (the same words: run only those parts), GS_GPU_SWEEP
 # (total queue depths for a gstore-bench io sweep, e.g. "64 128 256").
 # Exits 77 ("skip: no GPU") without a GPU, 1 if a test failed.
@@ -158,6 +158,20 @@ if [[ $topok == 1 ]] && ! skip python; then
 	fi
 fi
 
+# ---- graph objects on the GPU (t_graph: in-process over an image of its own): BFS, CC and
+# sampling equal to the CPU engine's and gs_graph_sample's, sanitizers, the benchmark rows
+if [[ $topok == 1 ]] && ! skip graph; then
+	echo "== graph objects on the GPU"
+	export GS_GRAPH_DIR=$PWD/$B
+	t graph_check 300 $B/t_graph check
+	SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+	if ! skip sanitizer && [[ -x $SAN ]]; then
+		t memcheck_graph 300 "$SAN" --tool memcheck --error-exitcode 9 $B/t_graph small
+		t racecheck_graph 300 "$SAN" --tool racecheck --error-exitcode 9 $B/t_graph small
+	fi
+	t graph_bench "${GS_GRAPH_TIMEOUT:-400}" $B/t_graph bench "${GS_GRAPH_SCALE:-19}"
+fi
+
 if ! skip hot; then
 	echo "== bench: hot cache (its own slot)"
 	GS_BENCH_ONLY=hot timeout -k 5 "${GS_HOT_TIMEOUT:-90}" $B/bench "${GS_BENCH_SECS:-1}" \
@@ -219,6 +233,7 @@ fi
 	echo "==== gstore GPU path: $(nvidia-smi -L | head -1), $(( $(date +%s) - T0 )) s"
 	grep -hE -e "^(t_sysatomic|cam|bam|get|set|flush|check|t_attach|t_bfs|t_plain|[0-9]+ cats|cat |no cat)" \
 		-e "^((PASS|FAIL)  python|t_python)" \
+		-e "^t_graph: (FAIL|PASS|bench)" \
 		"$OUT/tests.log" | grep -vE "^(cam|bam): core" | cut -c1-400
 	printf '%s\n' "${rows[@]}"
 	[[ -f $OUT/gstore-bench.log ]] && tail -4 "$OUT/gstore-bench.log" | sed 's/^/gstore-bench io: /'
