@@ -311,8 +311,11 @@ static void checks(void)
 	/* updates on the CPU side, merged, made visible by the sync point */
 	struct gs_cuda_graph *cg = open_cg(g, 4u << 20, 1u << 20);
 
-	OK(gs_graph_add_edge(g, 1, 16000, 1.0f));
-	OK(gs_graph_add_edge(g, 2, 16001, 1.0f));
+	for (uint64_t v = 1; v < 300; v++) {	/* new edges (or ones there already) */
+		int r = gs_graph_add_edge(g, v, 16383 - v, 1.0f);
+
+		CHECK(r >= 0 || r == -EEXIST, "u: add edge: %s", strerror(-r));
+	}
 	OK(gs_graph_del_vertex(g, 5));
 	int r = gs_cuda_graph_sync(cg);
 
