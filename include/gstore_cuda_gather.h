@@ -19,6 +19,9 @@
  *   3. read: runs of consecutive blocks (at most 32, one device run) as one
  *      CAM request each, into half of the gs_cuda's pinned region;
  *   4. copy: each row from the region (or the host tier) into dst.
+ * With params.cache_bytes, a GPU cache of block lines sits in front of step 3:
+ * blocks it holds are copied from there, the others are read and then kept
+ * (direct-mapped, the newest block wins its line).
  * Two pieces use the two halves of the region and two streams, so the
  * reads of piece (or batch) i + 1 are in flight while piece i is copied and
  * the caller consumes batch i: issue batch i + 1 on one stream before
@@ -64,6 +67,9 @@ struct gs_cuda_gather_params {
 	uint64_t tier_file_off;	/* file offset of array byte 0 in tier_fd */
 	uint32_t tier_chunk;	/* fill read size, power of two >= 4096 (0: 4 MiB) */
 	uint32_t tier_depth;	/* fill reads in flight (0: 8) */
+	/* GPU cache: 0 for none; GPU memory for block lines, direct-mapped, in two
+	 * halves (one per stream: a half is only touched by its own pieces) */
+	uint64_t cache_bytes;
 };
 
 int gs_cuda_gather_open(struct gs_cuda_gather **gp, struct gs_cuda *c,
@@ -88,6 +94,7 @@ struct gs_cuda_gather_stats {
 	uint64_t calls, rows;		/* gathered */
 	uint64_t tier_rows;		/* of them copied from the host tier */
 	uint64_t blocks;		/* distinct blocks read from the device */
+	uint64_t cache_hits;		/* distinct blocks found in the GPU cache */
 	uint64_t requests;		/* device reads (runs of blocks) */
 	uint64_t bytes;			/* bytes read from the device by gathers */
 	uint64_t tier_filled;		/* tier bytes in (pinned, readable) */

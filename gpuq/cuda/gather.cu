@@ -34,7 +34,7 @@ extern "C" {
 
 /* device counters */
 struct gstat {
-	unsigned long long rows, tier_rows, blocks, requests, bytes;
+	unsigned long long rows, tier_rows, blocks, requests, bytes, hits;
 	long long err;
 };
 
@@ -47,6 +47,12 @@ struct gslot {
 	void *tmp;
 	size_t tmp_bytes;
 	uint64_t half_off;	/* region byte offset of this slot's half */
+	/* the GPU cache's half of this slot (nlines 0: none) */
+	uint32_t nlines;
+	uint32_t *hit;		/* per unique block: its line + 1, 0 on a miss */
+	uint32_t *owner;	/* per line: the lowest miss that fills it, or ~0 */
+	uint64_t *ctag;		/* per line: its block, ~0 empty */
+	char *cdata;
 };
 
 struct gs_cuda_gather {
@@ -173,7 +179,7 @@ static __device__ int issue_warp(struct gs_cam *q, int have, uint64_t blk, uint3
 }
 
 /* The unique blocks' runs: one request per run head, each lane waits for its own. */
-static __global__ void issue_kernel(struct gs_cam *q, const uint64_t *u,
+static __global__ void issue_kernel(struct gs_cam *q, const uint64_t *u, const uint32_t *hit,
 				    const unsigned long long *nuniq, uint64_t half_off,
 				    uint32_t maxrun, uint64_t sentinel, struct gstat *st)
 {
@@ -186,10 +192,10 @@ static __global__ void issue_kernel(struct gs_cam *q, const uint64_t *u,
 	/* whole warps per round: the warp-wide calls below see every lane */
 	for (uint64_t base = warp * 32; base < n; base += nwarps * 32) {
 		uint64_t i = base + lane, tk;
-		uint32_t len = gs_gather_run(q, u, n, i, maxrun, sentinel);
+		uint32_t len = gs_gather_run(q, u, hit, n, i, maxrun, sentinel);
 		int ret;
 
-		if (i < n && u[i] < sentinel)
+		if (i < n && gs_gather_want(u, hit, i, sentinel))
 			blocks++;
 		ret = issue_warp(q, len > 0, len ? u[i] : 0, len, half_off + (i << q->block_shift),
 				 &tk);
@@ -206,6 +212,65 @@ static __global__ void issue_kernel(struct gs_cam *q, const uint64_t *u,
 	atomicAdd(&st->blocks, blocks);
 	atomicAdd(&st->requests, reqs);
 	atomicAdd(&st->bytes, bytes);
+}
+
+/* The GPU cache: a hit takes the line; the lowest miss of a line will fill it. */
+static __global__ void lookup_kernel(const uint64_t *u, const unsigned long long *nuniq,
+				     uint64_t sentinel, const uint64_t *ctag, uint32_t nlines,
+				     uint32_t *hit, uint32_t *owner, struct gstat *st)
+{
+	uint64_t n = *nuniq;
+	unsigned long long hits = 0;
+
+	for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+	     i += (uint64_t)gridDim.x * blockDim.x) {
+		uint32_t h = 0;
+
+		if (u[i] < sentinel) {
+			uint32_t l = gs_gather_cache_line(u[i], nlines);
+
+			if (ctag[l] == u[i]) {
+				h = l + 1;
+				hits++;
+			} else {
+				atomicMin(&owner[l], (uint32_t)i);
+			}
+		}
+		hit[i] = h;
+	}
+	if (hits)
+		atomicAdd(&st->hits, hits);
+}
+
+/* After the copy: each line's owner (a miss) moves its block from the region in. */
+static __global__ void insert_kernel(const uint64_t *u, const unsigned long long *nuniq,
+				     uint64_t sentinel, const uint32_t *hit, uint64_t *ctag,
+				     char *cdata, uint32_t nlines, uint32_t *owner, const char *half,
+				     uint32_t shift)
+{
+	uint64_t n = *nuniq, w = ((uint64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+	uint64_t nw = (uint64_t)gridDim.x * blockDim.x / 32;
+	int lane = threadIdx.x & 31;
+
+	for (uint64_t i = w; i < n; i += nw) {
+		if (u[i] >= sentinel || hit[i])
+			continue;
+		uint32_t l = gs_gather_cache_line(u[i], nlines);
+
+		if (owner[l] != (uint32_t)i)
+			continue;	/* the same for every lane: the warp stays together */
+		const uint4 *src = (const uint4 *)(half + (i << shift));
+		uint4 *dst = (uint4 *)(cdata + ((uint64_t)l << shift));
+
+		for (uint32_t o = lane; o < (1u << shift) / 16; o += 32)
+			dst[o] = __ldcv(src + o);
+		__syncwarp();
+		if (!lane) {
+			ctag[l] = u[i];
+			owner[l] = UINT32_MAX;
+		}
+		__syncwarp();
+	}
 }
 
 /* @src: the pinned region (loads that never hit a stale cached line) or the tier */
@@ -242,7 +307,7 @@ static __global__ void copy_kernel(struct gs_gather_geom g, const uint64_t *rows
 				   const uint64_t *u, const unsigned long long *nuniq,
 				   const char *half, struct gs_gather_tier_geom t,
 				   const uint32_t *ready, int tier_all, const char *tier, char *dst,
-				   struct gstat *st)
+				   const uint32_t *hit, const char *cdata, struct gstat *st)
 {
 	uint64_t w = ((uint64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
 	uint64_t nw = (uint64_t)gridDim.x * blockDim.x / 32;
@@ -263,7 +328,24 @@ static __global__ void copy_kernel(struct gs_gather_geom g, const uint64_t *rows
 		if (t.nchunks && (tier_all ? off + g.row_bytes <= t.len :
 				  gs_gather_tier_has(&t, ready, off, g.row_bytes)))
 			copy_row<false>(d, tier + off, g.row_bytes, lane);
-		else if (u)
+		else if (u && hit) {
+			/* block by block: each from the cache or the region */
+			for (uint64_t b = off >> g.block_shift;
+			     b <= (off + g.row_bytes - 1) >> g.block_shift; b++) {
+				uint64_t lo, hi, k = gs_gather_find(u, nu, b);
+				uint64_t in = 0;
+
+				gs_gather_seg(off, g.row_bytes, b, g.block_shift, &lo, &hi);
+				in = lo - (b << g.block_shift);
+				if (hit[k])
+					copy_row<false>(d + (lo - off), cdata +
+							((uint64_t)(hit[k] - 1) << g.block_shift) + in,
+							hi - lo, lane);
+				else
+					copy_row<true>(d + (lo - off), half + (k << g.block_shift) + in,
+						       hi - lo, lane);
+			}
+		} else if (u)
 			copy_row<true>(d, half + gs_gather_row_src(&g, u, nu, r), g.row_bytes, lane);
 		else if (!lane)
 			set_err(st, -EIO);	/* planned from the tier, not there: a bug */
@@ -487,6 +569,10 @@ static void slot_free(struct gslot *s)
 	cudaFree(s->uniq);
 	cudaFree(s->nuniq);
 	cudaFree(s->tmp);
+	cudaFree(s->hit);
+	cudaFree(s->owner);
+	cudaFree(s->ctag);
+	cudaFree(s->cdata);
 	if (s->done)
 		cudaEventDestroy(s->done);
 	if (s->s)
@@ -515,6 +601,21 @@ static int slot_init(struct gslot *s, uint64_t items, uint32_t key_bits)
 		return ret;
 	s->tmp_bytes = sb > ub ? sb : ub;
 	return gs_cuda_err(cudaMalloc(&s->tmp, s->tmp_bytes), "gather scratch");
+}
+
+/* This slot's half of the GPU cache: @nlines lines of @bs bytes. */
+static int slot_cache(struct gslot *s, uint64_t items, uint32_t nlines, uint32_t bs)
+{
+	int ret;
+
+	s->nlines = nlines;
+	if ((ret = gs_cuda_err(cudaMalloc(&s->hit, items * 4), "gather cache")) ||
+	    (ret = gs_cuda_err(cudaMalloc(&s->owner, (size_t)nlines * 4), "gather cache")) ||
+	    (ret = gs_cuda_err(cudaMemset(s->owner, 0xff, (size_t)nlines * 4), "gather cache")) ||
+	    (ret = gs_cuda_err(cudaMalloc(&s->ctag, (size_t)nlines * 8), "gather cache")) ||
+	    (ret = gs_cuda_err(cudaMemset(s->ctag, 0xff, (size_t)nlines * 8), "gather cache")))
+		return ret;
+	return gs_cuda_err(cudaMalloc(&s->cdata, (size_t)nlines * bs), "gather cache lines");
 }
 
 int gs_cuda_gather_open(struct gs_cuda_gather **gp, struct gs_cuda *c,
@@ -571,6 +672,14 @@ int gs_cuda_gather_open(struct gs_cuda_gather **gp, struct gs_cuda *c,
 		if (ret)
 			goto fail;
 		g->sl[i].half_off = i * half;
+		if (p->cache_bytes / 2 / bs) {
+			uint64_t nl = p->cache_bytes / 2 / bs;
+
+			ret = slot_cache(&g->sl[i], g->max_rows * g->geom.maxb,
+					 (uint32_t)(nl < UINT32_MAX - 1 ? nl : UINT32_MAX - 1), bs);
+			if (ret)
+				goto fail;
+		}
 	}
 	if (p->tier_bytes && (ret = tier_open(g, p)))
 		goto fail;
@@ -623,7 +732,7 @@ static int gather_piece(struct gs_cuda_gather *g, struct gslot *s, const uint64_
 		/* the tier holds the table: no planning, no reads */
 		copy_kernel<<<blocks_for(n * 32, 32 * COPY_WARPS), 32 * COPY_WARPS, 0, s->s>>>(
 			*geo, rows, n, NULL, NULL, NULL, g->tier, g->dready, 1, g->tier_buf, dst,
-			g->st);
+			NULL, NULL, g->st);
 		return gs_cuda_err(cudaGetLastError(), "gather copy");
 	}
 	plan_kernel<<<blocks_for(n, 256), 256, 0, s->s>>>(*geo, rows, n, g->tier, g->dready,
@@ -636,15 +745,28 @@ static int gather_piece(struct gs_cuda_gather *g, struct gslot *s, const uint64_
 							  (int)items, s->s), "gather unique")))
 		return ret;
 	uint64_t th = items < g->threads ? (items + 31) & ~31ull : g->threads;
+	uint32_t *hit = s->nlines ? s->hit : NULL;
 
-	issue_kernel<<<blocks_for(th, 128), 128, 0, s->s>>>(g->dcam, s->uniq, s->nuniq, s->half_off,
-							      g->max_run, geo->nblocks, g->st);
+	if (hit) {
+		lookup_kernel<<<blocks_for(items, 256), 256, 0, s->s>>>(
+			s->uniq, s->nuniq, geo->nblocks, s->ctag, s->nlines, hit, s->owner, g->st);
+		if ((ret = gs_cuda_err(cudaGetLastError(), "gather lookup")))
+			return ret;
+	}
+	issue_kernel<<<blocks_for(th, 128), 128, 0, s->s>>>(g->dcam, s->uniq, hit, s->nuniq,
+							      s->half_off, g->max_run, geo->nblocks,
+							      g->st);
 	if ((ret = gs_cuda_err(cudaGetLastError(), "gather issue")))
 		return ret;
 	copy_kernel<<<blocks_for(n * 32, 32 * COPY_WARPS), 32 * COPY_WARPS, 0, s->s>>>(
 		*geo, rows, n, s->uniq, s->nuniq, g->region + s->half_off, g->tier, g->dready,
-		tier_all, g->tier_buf, dst, g->st);
-	return gs_cuda_err(cudaGetLastError(), "gather copy");
+		tier_all, g->tier_buf, dst, hit, s->cdata, g->st);
+	if ((ret = gs_cuda_err(cudaGetLastError(), "gather copy")) || !hit)
+		return ret;
+	insert_kernel<<<blocks_for(items * 32, 256), 256, 0, s->s>>>(
+		s->uniq, s->nuniq, geo->nblocks, hit, s->ctag, s->cdata, s->nlines, s->owner,
+		g->region + s->half_off, geo->block_shift);
+	return gs_cuda_err(cudaGetLastError(), "gather insert");
 }
 
 int gs_cuda_gather(struct gs_cuda_gather *g, const uint64_t *rows, uint64_t n, void *dst,
@@ -708,6 +830,7 @@ int gs_cuda_gather_stats(struct gs_cuda_gather *g, struct gs_cuda_gather_stats *
 	st->rows = h.rows;
 	st->tier_rows = h.tier_rows;
 	st->blocks = h.blocks;
+	st->cache_hits = h.hits;
 	st->requests = h.requests;
 	st->bytes = h.bytes;
 	st->tier_len = g->tier.len;

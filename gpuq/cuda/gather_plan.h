@@ -131,26 +131,58 @@ GS_HD int gs_gather_dev_next(const struct gs_cam *c, uint64_t b)
 	return d0 >= 0 && d1 >= 0 && d1 == d0 + (1ll << c->block_shift);
 }
 
+/* Unique block @i is read from the device: a block, not in the GPU cache. */
+GS_HD int gs_gather_want(const uint64_t *u, const uint32_t *hit, uint64_t i, uint64_t sentinel)
+{
+	return u[i] < sentinel && !(hit && hit[i]);
+}
+
 /*
  * The request starting at unique index @i, if any: 0 when u[i] continues
  * the run of u[i - 1] (its head reads it), else the blocks of the run that
  * starts here (consecutive ids, one device run, at most @maxrun, and never
  * across an index that is a multiple of @maxrun: every index decides alone,
- * without looking back further than one).  u[i] == sentinel: 0.
+ * without looking back further than one).  u[i] == sentinel, or a block the
+ * GPU cache holds (@hit[i] != 0; @hit may be NULL): 0, and no run crosses it.
  */
-GS_HD uint32_t gs_gather_run(const struct gs_cam *c, const uint64_t *u, uint64_t n, uint64_t i,
-			     uint32_t maxrun, uint64_t sentinel)
+GS_HD uint32_t gs_gather_run(const struct gs_cam *c, const uint64_t *u, const uint32_t *hit,
+			     uint64_t n, uint64_t i, uint32_t maxrun, uint64_t sentinel)
 {
 	uint32_t len = 1;
 
-	if (i >= n || u[i] >= sentinel)
+	if (i >= n || !gs_gather_want(u, hit, i, sentinel))
 		return 0;
-	if (i % maxrun && u[i - 1] + 1 == u[i] && gs_gather_dev_next(c, u[i - 1]))
+	if (i % maxrun && gs_gather_want(u, hit, i - 1, sentinel) && u[i - 1] + 1 == u[i] &&
+	    gs_gather_dev_next(c, u[i - 1]))
 		return 0;
-	while (i + len < n && (i + len) % maxrun && u[i + len] < sentinel &&
+	while (i + len < n && (i + len) % maxrun && gs_gather_want(u, hit, i + len, sentinel) &&
 	       u[i + len] == u[i + len - 1] + 1 && gs_gather_dev_next(c, u[i + len - 1]))
 		len++;
 	return len;
+}
+
+/* ---- the GPU cache: direct-mapped block lines, one cache per region half ---- */
+
+/* The line block @b maps to among @nlines. */
+GS_HD uint32_t gs_gather_cache_line(uint64_t b, uint32_t nlines)
+{
+	uint64_t x = b * 0x9e3779b97f4a7c15ull;
+
+	return (uint32_t)((x ^ (x >> 31)) % nlines);
+}
+
+/*
+ * The part of row bytes [off, off + len) in block @b: [*lo, *hi) as array
+ * bytes; 0 when the row does not touch @b.
+ */
+GS_HD int gs_gather_seg(uint64_t off, uint64_t len, uint64_t b, uint32_t shift, uint64_t *lo,
+			uint64_t *hi)
+{
+	uint64_t bl = b << shift, bh = (b + 1) << shift;
+
+	*lo = off > bl ? off : bl;
+	*hi = off + len < bh ? off + len : bh;
+	return *lo < *hi;
 }
 
 /* ---- the host tier: the array's bytes [0, len) in chunks of 1 << shift ---- */

@@ -14,7 +14,7 @@
  *   gnn gen OUT NROWS SEEDS FANOUTS NB   sample NB batches (FANOUTS "10,5") over a
  *                                        synthetic power-law graph of NROWS vertices
  *   gnn raw FILE SECS THREADS            random 4 KiB O_DIRECT preads: the disk's limit
- *   gnn gstore FILE BATCHES ROWB SECS|epoch TIER_MIB NAME
+ *   gnn gstore FILE BATCHES ROWB SECS|epoch TIER_MIB NAME [GPU_CACHE_MIB]
  *   gnn mmap FILE BATCHES ROWB SECS|epoch THREADS random|plain NAME
  *   gnn loadall FILE BATCHES ROWB NAME   read the table into GPU memory, gather there
  *
@@ -334,6 +334,7 @@ static int cmd_gstore(int argc, char **argv)
 		return 2;
 	const char *path = argv[2], *name = argv[7];
 	uint64_t rb = strtoull(argv[4], NULL, 0), tier = strtoull(argv[6], NULL, 0) << 20;
+	uint64_t cache = argc > 8 ? strtoull(argv[8], NULL, 0) << 20 : 0;
 	int epoch = !strcmp(argv[5], "epoch");
 	double secs = epoch ? 1e9 : atof(argv[5]);
 	unsigned pollers = getenv("GNN_POLLERS") ? atoi(getenv("GNN_POLLERS")) : 2;
@@ -381,6 +382,7 @@ static int cmd_gstore(int argc, char **argv)
 		gp.tier_chunk = (getenv("GNN_TIER_CHUNK_MIB") ? atoi(getenv("GNN_TIER_CHUNK_MIB")) :
 				 16) << 20;
 	}
+	gp.cache_bytes = cache;
 	OK(gs_cuda_gather_open(&g, c, &gp));
 
 	/* gather batch i + 1 on sg while batch i is consumed on sc */
@@ -415,16 +417,16 @@ static int cmd_gstore(int argc, char **argv)
 	struct gs_cuda_gather_stats st;
 
 	OK(gs_cuda_gather_stats(g, &st));
-	char how[320];
+	char how[400];
 
-	snprintf(how, sizeof(how), "gathers read %.1f MiB/batch; %llu requests, %llu blocks for "
-		 "%llu rows (%llu from the host tier, %.0f MiB filled in %.2f s)%s; the main "
-		 "thread sleeps in cudaEventSynchronize",
+	snprintf(how, sizeof(how), "gathers read %.1f MiB/batch; %llu requests, %llu blocks, %llu "
+		 "GPU cache hits (%llu MiB) for %llu rows (%llu from the host tier, %.0f MiB filled "
+		 "in %.2f s)%s; the main thread sleeps in cudaEventSynchronize",
 		 (st.bytes / 1048576.0) / std::max<double>(1, st.calls),
-		 (unsigned long long)st.requests,
-		 (unsigned long long)st.blocks, (unsigned long long)st.rows,
-		 (unsigned long long)st.tier_rows, st.tier_filled / 1048576.0, st.tier_fill_s,
-		 st.tier_err ? ", TIER FAILED" : "");
+		 (unsigned long long)st.requests, (unsigned long long)st.blocks,
+		 (unsigned long long)st.cache_hits, (unsigned long long)(cache >> 20),
+		 (unsigned long long)st.rows, (unsigned long long)st.tier_rows,
+		 st.tier_filled / 1048576.0, st.tier_fill_s, st.tier_err ? ", TIER FAILED" : "");
 	/* threads: the pollers, the tier's fill and (until it has pinned the tier) pinner */
 	report(name, epoch ? "epoch" : "steady", o, rb, (int)pollers + (tier ? 2 : 0), how);
 	if (epoch)
@@ -685,6 +687,8 @@ static int cmd_loadall(int argc, char **argv)
 /* ---- correctness ---- */
 static int tier_flags = O_DIRECT;	/* a mounted file's tier: buffered reads through FUSE */
 
+static uint64_t check_cache_mib;	/* GPU cache for the next check_case() */
+
 static int check_case(const char *path, struct gs_cuda *c, uint64_t rb, uint64_t base,
 		      uint64_t tier_mib, uint64_t n, int during_fill, uint64_t nrows)
 {
@@ -701,6 +705,7 @@ static int check_case(const char *path, struct gs_cuda *c, uint64_t rb, uint64_t
 	gp.row_bytes = rb;
 	gp.base = base;
 	gp.nrows = nrows;
+	gp.cache_bytes = check_cache_mib << 20;
 	if (tier_mib) {
 		tfd = open(path, O_RDONLY | tier_flags);
 		gp.tier_bytes = tier_mib << 20;
@@ -725,25 +730,34 @@ static int check_case(const char *path, struct gs_cuda *c, uint64_t rb, uint64_t
 	CK(cudaMalloc(&dst, n * rb));
 	CK(cudaMemset(dst, 0xa5, n * rb));
 	CK(cudaMemcpy(drows, rows.data(), n * 8, cudaMemcpyHostToDevice));
-	ret = gs_cuda_gather(g, drows, n, dst, NULL);
-	if (!ret)
-		ret = gs_cuda_gather_sync(g);
-	CK(cudaDeviceSynchronize());
-	CK(cudaMemcpy(h.data(), dst, n * rb, cudaMemcpyDeviceToHost));
-	uint64_t bad = ret ? 0 : check_rows(rows.data(), n, rb, base, h.data());
+	uint64_t bad = 0;
+
+	/* with a GPU cache: twice, the second time largely from the cache */
+	for (int pass = 0; pass < (check_cache_mib ? 2 : 1) && !ret && !bad; pass++) {
+		CK(cudaMemset(dst, 0xa5, n * rb));
+		ret = gs_cuda_gather(g, drows, n, dst, NULL);
+		if (!ret)
+			ret = gs_cuda_gather_sync(g);
+		CK(cudaDeviceSynchronize());
+		CK(cudaMemcpy(h.data(), dst, n * rb, cudaMemcpyDeviceToHost));
+		bad = ret ? 0 : check_rows(rows.data(), n, rb, base, h.data());
+	}
 	struct gs_cuda_gather_stats st;
 
 	OK(gs_cuda_gather_stats(g, &st));
-	printf("%s check rb %llu base %llu tier %llu MiB%s: %llu rows (%llu pieces of <= %llu), "
-	       "%llu blocks, %llu requests, %llu from the tier: %s, %llu bad bytes\n",
+	printf("%s check rb %llu base %llu tier %llu MiB cache %llu MiB%s: %llu rows (%llu pieces "
+	       "of <= %llu), %llu blocks, %llu cache hits, %llu requests, %llu from the tier: %s, "
+	       "%llu bad bytes\n",
 	       ret || bad ? "FAIL" : "PASS", (unsigned long long)rb, (unsigned long long)base,
-	       (unsigned long long)tier_mib, during_fill ? " (during fill)" : "",
+	       (unsigned long long)tier_mib, (unsigned long long)check_cache_mib,
+	       during_fill ? " (during fill)" : "",
 	       (unsigned long long)n, (unsigned long long)((n + gs_cuda_gather_max_rows(g) - 1) /
 							  gs_cuda_gather_max_rows(g)),
 	       (unsigned long long)gs_cuda_gather_max_rows(g), (unsigned long long)st.blocks,
-	       (unsigned long long)st.requests, (unsigned long long)st.tier_rows,
+	       (unsigned long long)st.cache_hits, (unsigned long long)st.requests,
+	       (unsigned long long)st.tier_rows,
 	       ret ? strerror(-ret) : "ok", (unsigned long long)bad);
-	int fail = ret || bad;
+	int fail = ret || bad || (check_cache_mib && !st.cache_hits);
 
 	/* a row past the end: -ERANGE, and the other rows still right */
 	if (!tier_mib && rb == 4096) {
@@ -796,6 +810,9 @@ static int cmd_check(int argc, char **argv)
 		fail |= check_case(path, c, 400, 0, 0, 300, 0, 0);
 		fail |= check_case(path, c, 4096, 0, 1, 300, 0, 4096);
 		fail |= check_case(path, c, 1024, 0, 4, 300, 0, 4096);
+		check_cache_mib = 1;
+		fail |= check_case(path, c, 400, 0, 0, 300, 0, 4096);
+		check_cache_mib = 0;
 		goto out;
 	}
 	fail |= check_case(path, c, 4096, 0, 0, 3000, 0, 0);
@@ -806,6 +823,12 @@ static int cmd_check(int argc, char **argv)
 	fail |= check_case(path, c, 4096, 0, 8, 3000, 0, 16384);	/* half the table in the tier */
 	fail |= check_case(path, c, 400, 0, 256, 3000, 1, 0);	/* while it fills */
 	fail |= check_case(path, c, 1024, 0, 1024, 3000, 0, 65536);	/* all of it */
+	/* the GPU cache (small: lines evicted by others, rows spanning blocks in part cached) */
+	check_cache_mib = 4;
+	fail |= check_case(path, c, 4096, 0, 0, 3000, 0, 8192);
+	fail |= check_case(path, c, 400, 0, 0, 3000, 0, 65536);
+	fail |= check_case(path, c, 6000, 0, 8, 700, 0, 16384);	/* with a tier too */
+	check_cache_mib = 0;
 out:
 	OK(gs_cuda_error(c));
 	gs_cuda_close(c);

@@ -157,7 +157,7 @@ static void test_runs(void **state)
 	u[n++] = 40;
 	u[n++] = sentinel;	/* skipped rows' key */
 	for (uint64_t i = 0; i < n; i++) {
-		uint32_t len = gs_gather_run(&c, u, n, i, 8, sentinel);
+		uint32_t len = gs_gather_run(&c, u, NULL, n, i, 8, sentinel);
 
 		for (uint32_t k = 0; k < len; k++) {
 			cover[i + k]++;
@@ -173,13 +173,45 @@ static void test_runs(void **state)
 		assert_int_equal(cover[i], 1);
 	assert_int_equal(cover[n - 1], 0);	/* the sentinel is never read */
 	/* 0..7 one run (maxrun 8), 8..15 across the contiguous extents, 16..19 stops at 20 */
-	assert_int_equal(gs_gather_run(&c, u, n, 0, 8, sentinel), 8);
-	assert_int_equal(gs_gather_run(&c, u, n, 8, 8, sentinel), 8);
-	assert_int_equal(gs_gather_run(&c, u, n, 16, 8, sentinel), 4);
-	assert_int_equal(gs_gather_run(&c, u, n, 20, 8, sentinel), 4);	/* 20..23 */
-	assert_int_equal(gs_gather_run(&c, u, n, 30, 8, sentinel), 2);	/* 33, 34 */
-	assert_int_equal(gs_gather_run(&c, u, n, 31, 8, sentinel), 0);
-	assert_int_equal(gs_gather_run(&c, u, n, 32, 8, sentinel), 1);	/* 40 */
+	assert_int_equal(gs_gather_run(&c, u, NULL, n, 0, 8, sentinel), 8);
+	assert_int_equal(gs_gather_run(&c, u, NULL, n, 8, 8, sentinel), 8);
+	assert_int_equal(gs_gather_run(&c, u, NULL, n, 16, 8, sentinel), 4);
+	assert_int_equal(gs_gather_run(&c, u, NULL, n, 20, 8, sentinel), 4);	/* 20..23 */
+	assert_int_equal(gs_gather_run(&c, u, NULL, n, 30, 8, sentinel), 2);	/* 33, 34 */
+	assert_int_equal(gs_gather_run(&c, u, NULL, n, 31, 8, sentinel), 0);
+	assert_int_equal(gs_gather_run(&c, u, NULL, n, 32, 8, sentinel), 1);	/* 40 */
+}
+
+/* blocks the GPU cache holds are never read and break runs */
+static void test_runs_hits(void **state)
+{
+	struct gs_cam c;
+	uint64_t u[16], sentinel = 100;
+	uint32_t hit[16] = { 0 };
+
+	memset(&c, 0, sizeof(c));
+	c.block_shift = SHIFT;
+	c.nblocks = 100;
+	for (int i = 0; i < 10; i++)
+		u[i] = 10 + i;	/* 10..19: one run without hits */
+	hit[3] = 7;	/* block 13 is cached */
+	assert_int_equal(gs_gather_run(&c, u, hit, 10, 0, 32, sentinel), 3);	/* 10..12 */
+	assert_int_equal(gs_gather_run(&c, u, hit, 10, 3, 32, sentinel), 0);
+	assert_int_equal(gs_gather_run(&c, u, hit, 10, 4, 32, sentinel), 6);	/* 14..19 */
+	assert_int_equal(gs_gather_run(&c, u, hit, 10, 5, 32, sentinel), 0);
+	assert_int_equal(gs_gather_run(&c, u, NULL, 10, 0, 32, sentinel), 10);
+	/* segments of a row over blocks */
+	uint64_t lo, hi;
+
+	assert_true(gs_gather_seg(4000, 400, 0, SHIFT, &lo, &hi));
+	assert_int_equal(lo, 4000);
+	assert_int_equal(hi, 4096);
+	assert_true(gs_gather_seg(4000, 400, 1, SHIFT, &lo, &hi));
+	assert_int_equal(lo, 4096);
+	assert_int_equal(hi, 4400);
+	assert_false(gs_gather_seg(4000, 400, 2, SHIFT, &lo, &hi));
+	for (uint64_t b = 0; b < 100000; b += 7)
+		assert_true(gs_gather_cache_line(b, 1000) < 1000);
 }
 
 static void test_tier(void **state)
@@ -215,6 +247,7 @@ int main(void)
 		cmocka_unit_test(test_geom),
 		cmocka_unit_test(test_plan_rows),
 		cmocka_unit_test(test_runs),
+		cmocka_unit_test(test_runs_hits),
 		cmocka_unit_test(test_tier),
 	};
 
