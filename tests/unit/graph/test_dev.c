@@ -308,6 +308,18 @@ static void test_layout_fs(void **state)
 	m.fd = open(img, O_RDONLY);
 	assert_true(m.fd >= 0);
 	check_layout(g, l, img_page, &m);
+	/* updates while a layout is held (a GPU reading): the next layout merges them
+	 * under the first one's leases, which pin the pages without blocking the merge */
+	struct gs_graph_layout *l2;
+
+	for (uint64_t v = 2; v < 400; v++)
+		assert_true(gs_graph_add_edge(g, v, 5998 - v, 1.0f) >= 0 ||
+			    gs_graph_set_weight(g, v, 5998 - v, 1.0f) >= 0);
+	assert_int_equal(gs_graph_del_vertex(g, 7), 0);
+	assert_int_equal(gs_graph_layout_get(g, 0, &l2), 0);
+	assert_true(l2->removed && (l2->removed[0] >> 7 & 1));
+	check_layout(g, l2, img_page, &m);
+	gs_graph_layout_put(l2);
 	close(m.fd);
 	gs_graph_layout_put(l);
 	assert_int_equal(gs_graph_close(g), 0);
