@@ -499,6 +499,7 @@ struct gctx {
 	int csr, in;
 	uint64_t source, iters, walks, len, seed, top;
 	double damping;
+	uint32_t fanouts[GS_GRAPH_SAMPLE_MAX_HOPS], nhops;
 };
 
 static int open_graph(struct gctx *c, int rdonly)
@@ -904,6 +905,53 @@ static int g_mis(struct gctx *c, int argc, char **argv)
 	return close_graph(c, 0);
 }
 
+/* gstore graph sample NAME V...: gs_graph_sample from the seed vertices (ids) */
+static int g_sample(struct gctx *c, int argc, char **argv)
+{
+	struct gs_graph_sample s;
+	uint64_t *seeds, *ids = NULL;
+	double t0;
+	FILE *f;
+	int ret = 0;
+
+	if (!argc || open_graph(c, 1))
+		return !argc ? gs_usage("graph") : 1;
+	seeds = malloc((size_t)argc * sizeof(*seeds));
+	for (int i = 0; seeds && i < argc && !ret; i++) {
+		uint64_t id;
+
+		if (parse_u64(argv[i], &id))
+			ret = -EINVAL;
+		else
+			ret = gs_graph_vertex_index(c->g, id, &seeds[i]);
+	}
+	if (!seeds || ret) {
+		free(seeds);
+		return close_graph(c, gs_fail(1, "sample: %s", seeds ? "a seed is not a vertex" :
+					      "out of memory"));
+	}
+	t0 = now();
+	ret = gs_graph_sample(c->g, seeds, (uint32_t)argc, c->fanouts, c->nhops, c->seed, &s);
+	free(seeds);
+	if (ret)
+		return close_graph(c, gs_fail(1, "sample: %s", strerror(-ret)));
+	printf("sample: %" PRIu64 " nodes, %" PRIu64 " edges, %.3f s\n", s.nnodes, s.nedges,
+	       now() - t0);
+	for (uint32_t h = 0; h < s.nhops; h++)
+		printf("  hop %u: %" PRIu64 " edges, %" PRIu64 " new nodes\n", h,
+		       s.hop_edges[h + 1] - s.hop_edges[h], s.hop_nodes[h + 2] - s.hop_nodes[h + 1]);
+	/* "hop src dst" lines, as ids */
+	ids = vertex_ids(c->g, nvertices(c->g));
+	f = ids ? out_file(c) : NULL;
+	for (uint32_t h = 0; f && h < s.nhops; h++)
+		for (uint64_t e = s.hop_edges[h]; e < s.hop_edges[h + 1]; e++)
+			fprintf(f, "%u %" PRIu64 " %" PRIu64 "\n", h, ids[s.src[e]], ids[s.dst[e]]);
+	out_close(c, f);
+	free(ids);
+	gs_graph_sample_free(&s);
+	return close_graph(c, ids ? 0 : 1);
+}
+
 static const struct {
 	const char *name;
 	int (*run)(struct gctx *c, int argc, char **argv);
@@ -912,6 +960,7 @@ static const struct {
 	{ "update", g_update },
 	{ "merge", g_merge }, { "export-csr", g_export_csr }, { "bfs", g_bfs }, { "cc", g_cc },
 	{ "pagerank", g_pagerank }, { "randomwalk", g_randomwalk }, { "mis", g_mis },
+	{ "sample", g_sample },
 };
 
 int cmd_graph(int argc, char **argv)
@@ -930,10 +979,11 @@ int cmd_graph(int argc, char **argv)
 		{ "seed", required_argument, NULL, 's' },
 		{ "top", required_argument, NULL, 't' },
 		{ "out", required_argument, NULL, 'o' },
+		{ "fanouts", required_argument, NULL, 'F' },
 		{ 0 }
 	};
 	struct gctx c = { .iters = 20, .damping = 0.85, .walks = 1000, .len = 10, .seed = 1,
-			  .top = 5 };
+			  .top = 5, .fanouts = { 25, 10 }, .nhops = 2 };
 	uint64_t x;
 	int ch;
 
@@ -946,7 +996,8 @@ int cmd_graph(int argc, char **argv)
 			continue;
 		if (r < 0)
 			return gs_usage("graph");
-		if (ch != 'C' && ch != 'I' && ch != 'o' && ch != 'D' && parse_u64(optarg, &x))
+		if (ch != 'C' && ch != 'I' && ch != 'o' && ch != 'D' && ch != 'F' &&
+		    parse_u64(optarg, &x))
 			return gs_usage("graph");
 		switch (ch) {
 		case 'T': c.ao.threads = (unsigned)x; break;
@@ -960,6 +1011,21 @@ int cmd_graph(int argc, char **argv)
 		case 's': c.seed = x; break;
 		case 't': c.top = x; break;
 		case 'o': c.out = optarg; break;
+		case 'F':	/* 25,10 */
+			c.nhops = 0;
+			for (char *p = optarg; *p && c.nhops < GS_GRAPH_SAMPLE_MAX_HOPS; ) {
+				unsigned long v = strtoul(p, &end, 10);
+
+				if (end == p || !v || v > GS_GRAPH_SAMPLE_MAX_FANOUT ||
+				    (*end && *end != ','))
+					return gs_fail(2, "--fanouts takes numbers 1..%u, like 25,10",
+						       GS_GRAPH_SAMPLE_MAX_FANOUT);
+				c.fanouts[c.nhops++] = (uint32_t)v;
+				p = *end ? end + 1 : end;
+			}
+			if (!c.nhops)
+				return gs_fail(2, "--fanouts takes numbers like 25,10");
+			break;
 		case 'D':
 			c.damping = strtod(optarg, &end);
 			if (*end || !(c.damping > 0 && c.damping < 1))

@@ -110,5 +110,14 @@ assert len(a) == len(b) and max(abs(x - y) for x, y in zip(a, b)) < 1e-9
 PY
 G mis d --seed 3 --out "$T/m1" >/dev/null || fail mis
 G randomwalk d --walks 50 --length 8 --out "$T/w1" >/dev/null || fail randomwalk
+# k-hop sampling (gs_graph_sample): deterministic for a seed, every pick an edge
+seeds=$(seq 1 40)
+G sample d $seeds --fanouts 5,3 --seed 9 --out "$T/s1" >/dev/null || fail sample
+G sample d $seeds --fanouts 5,3 --seed 9 --out "$T/s2" >/dev/null || fail "sample again"
+cmp -s "$T/s1" "$T/s2" || fail "sample is not deterministic"
+G edges d >"$T/de" || fail "edges d"
+awk 'NR == FNR { e[$1 " " $2] = 1; next } !(($2 " " $3) in e) { bad++ }
+     END { exit bad > 0 || NR == FNR }' "$T/de" "$T/s1" || fail "a sampled pair is not an edge"
+G sample d 1 --fanouts 0 --out "$T/s3" 2>/dev/null && fail "fanout 0 accepted"
 "$GSTORE" fsck -n -f "$IMG" >/dev/null || fail "fsck after all that"
-ok "bfs, cc, pagerank, mis, randomwalk; CSR baseline agrees; fsck clean"
+ok "bfs, cc, pagerank, mis, randomwalk, sample; CSR baseline agrees; fsck clean"
