@@ -21,7 +21,7 @@
  *   4. copy: each row from the region (or the host tier) into dst.
  * With params.cache_bytes, a GPU cache of block lines sits in front of step 3:
  * blocks it holds are copied from there, the others are read and then kept
- * (direct-mapped, the newest block wins its line).
+ * (direct-mapped; a line hit since the last miss for it gets a second chance).
  * Two pieces use the two halves of the region and two streams, so the
  * reads of piece (or batch) i + 1 are in flight while piece i is copied and
  * the caller consumes batch i: issue batch i + 1 on one stream before

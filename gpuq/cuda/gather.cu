@@ -52,6 +52,7 @@ struct gslot {
 	uint32_t *hit;		/* per unique block: its line + 1, 0 on a miss */
 	uint32_t *owner;	/* per line: the lowest miss that fills it, or ~0 */
 	uint64_t *ctag;		/* per line: its block, ~0 empty */
+	uint32_t *cref;		/* per line: hit since the last miss that wanted it */
 	char *cdata;
 };
 
@@ -216,8 +217,9 @@ static __global__ void issue_kernel(struct gs_cam *q, const uint64_t *u, const u
 
 /* The GPU cache: a hit takes the line; the lowest miss of a line will fill it. */
 static __global__ void lookup_kernel(const uint64_t *u, const unsigned long long *nuniq,
-				     uint64_t sentinel, const uint64_t *ctag, uint32_t nlines,
-				     uint32_t *hit, uint32_t *owner, struct gstat *st)
+				     uint64_t sentinel, const uint64_t *ctag, uint32_t *cref,
+				     uint32_t nlines, uint32_t *hit, uint32_t *owner,
+				     struct gstat *st)
 {
 	uint64_t n = *nuniq;
 	unsigned long long hits = 0;
@@ -232,6 +234,7 @@ static __global__ void lookup_kernel(const uint64_t *u, const unsigned long long
 			if (ctag[l] == u[i]) {
 				h = l + 1;
 				hits++;
+				cref[l] = 1;
 			} else {
 				atomicMin(&owner[l], (uint32_t)i);
 			}
@@ -242,11 +245,15 @@ static __global__ void lookup_kernel(const uint64_t *u, const unsigned long long
 		atomicAdd(&st->hits, hits);
 }
 
-/* After the copy: each line's owner (a miss) moves its block from the region in. */
+/*
+ * After the copy: each line's owner (a miss) moves its block from the region
+ * in, unless the line was hit since the last miss that wanted it (second
+ * chance, as a clock: a hot row is not pushed out by one cold one).
+ */
 static __global__ void insert_kernel(const uint64_t *u, const unsigned long long *nuniq,
 				     uint64_t sentinel, const uint32_t *hit, uint64_t *ctag,
-				     char *cdata, uint32_t nlines, uint32_t *owner, const char *half,
-				     uint32_t shift)
+				     uint32_t *cref, char *cdata, uint32_t nlines, uint32_t *owner,
+				     const char *half, uint32_t shift)
 {
 	uint64_t n = *nuniq, w = ((uint64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
 	uint64_t nw = (uint64_t)gridDim.x * blockDim.x / 32;
@@ -259,6 +266,17 @@ static __global__ void insert_kernel(const uint64_t *u, const unsigned long long
 
 		if (owner[l] != (uint32_t)i)
 			continue;	/* the same for every lane: the warp stays together */
+		int keep = ctag[l] != UINT64_MAX && cref[l];
+
+		__syncwarp();
+		if (keep) {
+			if (!lane) {
+				cref[l] = 0;
+				owner[l] = UINT32_MAX;
+			}
+			__syncwarp();
+			continue;
+		}
 		const uint4 *src = (const uint4 *)(half + (i << shift));
 		uint4 *dst = (uint4 *)(cdata + ((uint64_t)l << shift));
 
@@ -267,6 +285,7 @@ static __global__ void insert_kernel(const uint64_t *u, const unsigned long long
 		__syncwarp();
 		if (!lane) {
 			ctag[l] = u[i];
+			cref[l] = 0;
 			owner[l] = UINT32_MAX;
 		}
 		__syncwarp();
@@ -572,6 +591,7 @@ static void slot_free(struct gslot *s)
 	cudaFree(s->hit);
 	cudaFree(s->owner);
 	cudaFree(s->ctag);
+	cudaFree(s->cref);
 	cudaFree(s->cdata);
 	if (s->done)
 		cudaEventDestroy(s->done);
@@ -613,7 +633,9 @@ static int slot_cache(struct gslot *s, uint64_t items, uint32_t nlines, uint32_t
 	    (ret = gs_cuda_err(cudaMalloc(&s->owner, (size_t)nlines * 4), "gather cache")) ||
 	    (ret = gs_cuda_err(cudaMemset(s->owner, 0xff, (size_t)nlines * 4), "gather cache")) ||
 	    (ret = gs_cuda_err(cudaMalloc(&s->ctag, (size_t)nlines * 8), "gather cache")) ||
-	    (ret = gs_cuda_err(cudaMemset(s->ctag, 0xff, (size_t)nlines * 8), "gather cache")))
+	    (ret = gs_cuda_err(cudaMemset(s->ctag, 0xff, (size_t)nlines * 8), "gather cache")) ||
+	    (ret = gs_cuda_err(cudaMalloc(&s->cref, (size_t)nlines * 4), "gather cache")) ||
+	    (ret = gs_cuda_err(cudaMemset(s->cref, 0, (size_t)nlines * 4), "gather cache")))
 		return ret;
 	return gs_cuda_err(cudaMalloc(&s->cdata, (size_t)nlines * bs), "gather cache lines");
 }
@@ -749,7 +771,8 @@ static int gather_piece(struct gs_cuda_gather *g, struct gslot *s, const uint64_
 
 	if (hit) {
 		lookup_kernel<<<blocks_for(items, 256), 256, 0, s->s>>>(
-			s->uniq, s->nuniq, geo->nblocks, s->ctag, s->nlines, hit, s->owner, g->st);
+			s->uniq, s->nuniq, geo->nblocks, s->ctag, s->cref, s->nlines, hit, s->owner,
+			g->st);
 		if ((ret = gs_cuda_err(cudaGetLastError(), "gather lookup")))
 			return ret;
 	}
@@ -764,8 +787,8 @@ static int gather_piece(struct gs_cuda_gather *g, struct gslot *s, const uint64_
 	if ((ret = gs_cuda_err(cudaGetLastError(), "gather copy")) || !hit)
 		return ret;
 	insert_kernel<<<blocks_for(items * 32, 256), 256, 0, s->s>>>(
-		s->uniq, s->nuniq, geo->nblocks, hit, s->ctag, s->cdata, s->nlines, s->owner,
-		g->region + s->half_off, geo->block_shift);
+		s->uniq, s->nuniq, geo->nblocks, hit, s->ctag, s->cref, s->cdata, s->nlines,
+		s->owner, g->region + s->half_off, geo->block_shift);
 	return gs_cuda_err(cudaGetLastError(), "gather insert");
 }
 
