@@ -38,7 +38,7 @@ struct conf {
 	unsigned pollers, qd, threads, readahead;
 	double timeout;
 	int ro, buffered, nonopts, helper;
-	int allow_dev, allow_suid;
+	int allow_dev, allow_suid, no_dev, no_suid;
 };
 
 enum { KEY_RO, KEY_KEEP, KEY_DROP, KEY_HELP, KEY_VERSION };
@@ -60,6 +60,8 @@ static const struct fuse_opt gs_opts[] = {
 	OPT("buffered", buffered, 1),
 	OPT("allow_dev", allow_dev, 1),
 	OPT("allow_suid", allow_suid, 1),
+	OPT("nodev", no_dev, 1),	/* asked for: wins over allow_dev */
+	OPT("nosuid", no_suid, 1),
 	FUSE_OPT_KEY("ro", KEY_RO),
 	FUSE_OPT_KEY("rw", KEY_KEEP),
 	/* mount(8)/fstab words that mean nothing here (mount.fuse3 adds dev,suid
@@ -393,6 +395,9 @@ static const struct {
 	unsigned long set, clear;
 } mount_words[] = {
 	{ "ro", MS_RDONLY, 0 }, { "rw", 0, MS_RDONLY },
+	/* nosuid,nodev may be added; dev,suid are mount.fuse3's words for every
+	 * root mount, so they keep what the mount has (mnt_sec_flags()) */
+	{ "nosuid", MS_NOSUID, 0 }, { "nodev", MS_NODEV, 0 },
 	{ "noexec", MS_NOEXEC, 0 }, { "exec", 0, MS_NOEXEC },
 	{ "sync", MS_SYNCHRONOUS, 0 }, { "async", 0, MS_SYNCHRONOUS },
 	{ "dirsync", MS_DIRSYNC, 0 },
@@ -520,9 +525,10 @@ static char *remount_opts(int argc, char **argv, const char **mnt)
  * image stays refused as in use.  Returns the exit status, or -1: not mounted
  * (or its daemon is gone): mount as usual.
  */
-static int mount_again(const char *image, const char *mnt, int ro)
+static int mount_again(const char *image, const char *mnt, const struct conf *c)
 {
-	unsigned long f = MS_BIND | MS_REMOUNT | (ro ? MS_RDONLY : 0);
+	unsigned long f = MS_BIND | MS_REMOUNT | (c->ro ? MS_RDONLY : 0) |
+			  (c->no_suid ? MS_NOSUID : 0) | (c->no_dev ? MS_NODEV : 0);
 	char *first = gs_fs_find_mount(image), info[PATH_MAX];
 	int ret = -1;
 
@@ -537,7 +543,7 @@ static int mount_again(const char *image, const char *mnt, int ro)
 			strerror(errno));
 		goto out;
 	}
-	/* the bind's own flags: nosuid,nodev as the first's, ro if asked */
+	/* the bind's own flags: nosuid,nodev as the first's or if asked, ro if asked */
 	if (mount(NULL, mnt, NULL, f | mnt_sec_flags(first), NULL)) {
 		fprintf(stderr, "gstorefs: flags of %s: %s\n", mnt, strerror(errno));
 		umount2(mnt, MNT_DETACH);
@@ -587,9 +593,9 @@ int main(int argc, char **argv)
 	/* fsname is the image's absolute path: `gstore` finds the mount by it. */
 	fsname = fsname_opt(realpath(c.image, imgpath) ? imgpath : c.image);
 	if (!fsname || fuse_opt_add_arg(&args, "-o") ||
-	    fuse_opt_add_arg(&args, c.allow_dev ? "dev" : "nodev") ||
+	    fuse_opt_add_arg(&args, c.allow_dev && !c.no_dev ? "dev" : "nodev") ||
 	    fuse_opt_add_arg(&args, "-o") ||
-	    fuse_opt_add_arg(&args, c.allow_suid ? "suid" : "nosuid") ||
+	    fuse_opt_add_arg(&args, c.allow_suid && !c.no_suid ? "suid" : "nosuid") ||
 	    fuse_opt_add_arg(&args, "-o") ||
 	    fuse_opt_add_arg(&args, "default_permissions,subtype=gstorefs") ||
 	    fuse_opt_add_arg(&args, "-o") || fuse_opt_add_arg(&args, fsname) ||
@@ -621,7 +627,7 @@ int main(int argc, char **argv)
 		goto free_args;
 	}
 	if (geteuid() == 0 && !o.foreground) {
-		ret = mount_again(c.image, o.mountpoint, c.ro);
+		ret = mount_again(c.image, o.mountpoint, &c);
 		if (ret >= 0)
 			goto free_args;
 		ret = 1;

@@ -3,8 +3,9 @@
 # nosuid,nodev by default, dev and suid on request (root: -o allow_dev,
 # allow_suid; xfstests generic/184, 306, 434, 633 need them): a device node
 # opens its device and a setuid program runs as its owner only then.  The
-# words dev,suid that mount.fuse3 adds to every root mount change nothing,
-# and a remount keeps what the mount has.
+# words dev,suid that mount.fuse3 adds to every root mount change nothing;
+# nosuid,nodev asked for win; a remount keeps what the mount has unless it
+# asks for nosuid,nodev.
 # timeout: 120
 . "$(dirname "$0")/../helpers/gsmount.sh"
 gs_need_root "dev and suid mounts"
@@ -65,6 +66,19 @@ o=$(findmnt -n -o OPTIONS "$MNT")
 [[ $o == ro,* && $o != *nodev* && $o != *nosuid* ]] || fail "after remount,ro: $o"
 mount -t fuse -o remount,rw "$GSTOREFS#$IMG" "$MNT" || fail "remount,rw"
 check dev suid
+# nosuid, nodev asked for on a remount take effect (dev, suid do not: mount.fuse3's)
+mount -t fuse -o remount,nosuid,nodev "$GSTOREFS#$IMG" "$MNT" || fail "remount,nosuid,nodev"
+check nodev nosuid
 umount "$MNT" && GS_MOUNTED=0
 gs_wait_exit
 ok "allow_dev,allow_suid: devices open, setuid takes effect, kept over remounts"
+
+# nosuid / nodev asked for win over allow_suid / allow_dev, wherever they are
+# (xfstests generic/128: its mount options, then -o nosuid)
+mount -t fuse -o "allow_dev,allow_suid,nosuid,nodev${GS_MNT_OPTS:+,$GS_MNT_OPTS}" \
+	"$GSTOREFS#$IMG" "$MNT" || fail "mount -o allow_dev,allow_suid,nosuid,nodev"
+GS_MOUNTED=1
+check nodev nosuid
+umount "$MNT" && GS_MOUNTED=0
+gs_wait_exit
+ok "nosuid,nodev win over allow_suid,allow_dev"
