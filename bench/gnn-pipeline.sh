@@ -164,7 +164,7 @@ run gnn_big_mmap_random 90 "${INCG[@]}" "$B/gnn" mmap "$FEAT" "$BB" "$ROWB" "$SE
 # end to end: sampling on the GPU over the graph object (gs_cuda_graph_sample), then the
 # gather from the sample's node list (tests/gpu/gnn_e2e: make -C tests/gpu fs)
 if [[ $sampled == 1 && -x $B/gnn_e2e ]]; then
-	run gnn_big_e2e 120 "${INCG[@]}" "$B/gnn_e2e" "$FEAT" "$ROWB" "$GIMG" g "$SECS" "$SEEDS" \
+	run gnn_big_e2e 60 "${INCG[@]}" "$B/gnn_e2e" "$FEAT" "$ROWB" "$GIMG" g "$SECS" "$SEEDS" \
 		"$FAN" "$CG_MIB" gnn_big_e2e
 else
 	say "NOTE: no end-to-end row (graph sampled: $sampled; $B/gnn_e2e built by" \

@@ -10,6 +10,7 @@
  *
  *   gnn_e2e FEAT ROWB GRAPH_IMAGE GRAPH SECS SEEDS FANOUTS GPU_CACHE_MIB NAME
  */
+#include <signal.h>
 #include <sys/resource.h>
 
 #include <string>
@@ -46,6 +47,14 @@ static __global__ void consume_kernel(const uint4 *p, uint64_t n16, unsigned lon
 	atomicAdd(sum, s);
 }
 
+static void stuck(int sig)
+{
+	static const char msg[] = "FAIL gnn_e2e: stuck (no batch finished in time): giving up\n";
+
+	(void)!write(1, msg, sizeof(msg) - 1);
+	_exit(3);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 10) {
@@ -68,6 +77,9 @@ int main(int argc, char **argv)
 	}
 	CK(cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync));
 	CK(cudaFree(0));
+	/* a sampler or gather that hangs costs the run 30 s, not its whole timeout */
+	signal(SIGALRM, stuck);
+	alarm(30);
 
 	double t0 = now_s(), c0 = cpu_now();
 	/* the graph: its image in-process, read-only; the GPU's own queue over it */
@@ -172,6 +184,7 @@ int main(int argc, char **argv)
 		CK(cudaEventRecord(ec[k], sc));
 		CK(cudaEventSynchronize(ec[k]));
 		rows += ds[k].nnodes;
+		alarm(30);	/* a batch went through */
 	}
 	double dt = now_s() - t1, cpu = cpu_now() - c0;
 
