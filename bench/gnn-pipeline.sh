@@ -228,6 +228,7 @@ ratio() {
 	ratio gnn_fit_gstore gnn_fit_gstore_notier "fit (epoch): gstore host tier / no tier" -
 	ratio gnn_fit_gstore_2nd_half gnn_fit_mmap_2nd_half "fit, epoch's 2nd half: gstore / mmap" -
 	ratio gnn_big_gstore_blocks gnn_raw_iops "big: gstore device blocks/s / raw 4 KiB IOPS" 0.95
+	ratio gnn_big_gstore_cache_blocks gnn_raw_iops "big: the same with the GPU cache (misses only)" -
 	grep -hE "^(PASS|FAIL)" "$LOG" | sort | uniq -c | awk '{ $1 = ""; print }' | sed 's/^ //'
 	[[ $fail == 0 ]] && echo "PASS gnn pipeline" || echo "FAIL gnn pipeline"
 } | tee "$OUT/gnn-summary.txt"
