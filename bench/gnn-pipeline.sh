@@ -19,7 +19,8 @@
 # 400 in GNN_SECS, which the first run's 100 let the page cache of the mmap loader exploit),
 # GNN_SYNTHETIC (set: gnn gen's sampler instead of gs_graph_sample over an imported graph),
 # GNN_THREADS (mmap gather threads, 16), GNN_CG_MIB (table / 4),
-# GNN_KVIKIO_THREADS (64), GNN_FEAT (the table file), OUT (logs); for a dry run of the
+# GNN_KVIKIO_THREADS (64), GNN_FEAT (the table file), GNN_SKIP_ATTACH (no check over a
+# mounted store), OUT (logs); for a dry run of the
 # script on a machine that is not the GPU's: GNN_NO_DROP, GNN_NO_CGROUP.
 set -u
 cd "$(dirname "$0")/.."
@@ -51,6 +52,7 @@ run() {
 	grep -E "^(RESULT|PASS|FAIL)" "$LOG" | grep -F " $name" | tail -4
 	case $rc in
 	0) ;;
+	77) say "SKIP $name" ;;
 	124|137) say "FAIL $name (timeout ${to}s)"; fail=1 ;;
 	*) say "FAIL $name (exit $rc)"; fail=1 ;;
 	esac
@@ -106,6 +108,23 @@ if [[ $sampled == 0 ]]; then
 fi
 say "gnn: sampling and setup took $(( $(date +%s) - T0 )) s"
 run check 120 "$B/gnn" check "$FEAT"
+# the same cases over gs_cuda_attach: a mounted store's arrays/feat (the table's first 256 MiB)
+if [[ -z ${GNN_SKIP_ATTACH:-} && -x build/bin/gstorefs && -x build/bin/gstore ]]; then
+	AIMG=$(realpath -m "$B")/gnn-attach.img
+	AMNT=$(realpath -m "$B")/gnn-mnt
+	umount -l "$AMNT" 2>/dev/null
+	rm -f "$AIMG"
+	mkdir -p "$AMNT"
+	if { build/bin/gstore mkfs --size 1G "$AIMG" && build/bin/gstorefs "$AIMG" "$AMNT" &&
+	     head -c 256M "$FEAT" >"$AMNT/arrays/feat"; } >>"$LOG" 2>&1; then
+		run check-attach 120 "$B/gnn" check-attach "$AMNT/arrays/feat"
+	else
+		say "FAIL check-attach: no mounted store (see $LOG)"
+		fail=1
+	fi
+	umount "$AMNT" 2>/dev/null || fusermount3 -u "$AMNT" 2>/dev/null
+	rm -f "$AIMG"
+fi
 
 # ---- the memory cgroup of the big regime ----
 CG=
