@@ -978,6 +978,7 @@ struct sync_join {
 struct sync_piece {
 	struct gs_q_io io;	/* first: the member's callback gets this */
 	struct sync_join *j;
+	uint64_t loff;		/* logical */
 	uint32_t member;
 	int64_t res;		/* 1: not sent */
 };
@@ -996,89 +997,107 @@ static void sync_piece_done(struct gs_q_io *io, int64_t res)
 
 #define SYNC_FANOUT	64	/* segments sent at once by one read_sync */
 
+/* Aim @sp at the first healthy copy of the segment at logical @loff. */
+static void sync_prep(struct gs_bdev *bd, struct sync_piece *sp, uint64_t loff, uint32_t len,
+		      void *buf)
+{
+	uint32_t copies = gs_pool_copies(&bd->geo, loff), pref = gs_pool_pref(&bd->geo, loff);
+	uint32_t m = 0, k;
+	uint64_t phys = 0;
+
+	for (k = 0; k < copies; k++) {
+		gs_pool_locate(&bd->geo, loff, (pref + k) % copies, &m, &phys);
+		if (member_ok(bd, m))
+			break;
+	}
+	*sp = (struct sync_piece){
+		.io = { .op = GS_OP_READ, .len = len, .off = phys, .buf = buf,
+			.done = sync_piece_done, .priv = bd->m[m].q },
+		.loff = loff, .member = m, .res = k < copies ? 0 : 1,
+	};
+}
+
+/*
+ * Read the @n prepared segments: all sent to their members' queues at once,
+ * joined here; what did not arrive whole is read again by read_seg_sync
+ * (other copies, member failure, the EIO that names it).  0 or -errno.
+ */
+static int sync_fanout(struct gs_bdev *bd, struct sync_piece *sp, unsigned n)
+{
+	struct sync_join j;
+	unsigned i;
+
+	pthread_mutex_init(&j.mu, NULL);
+	pthread_cond_init(&j.cv, NULL);
+	j.left = 1;	/* held until every piece is out */
+	for (i = 0; i < n; i++) {
+		struct gs_q_io *io = &sp[i].io;
+
+		sp[i].j = &j;
+		if (sp[i].res)
+			continue;
+		pthread_mutex_lock(&j.mu);
+		j.left++;
+		pthread_mutex_unlock(&j.mu);
+		if (gs_q_submit(io->priv, &io, 1) < 0) {
+			pthread_mutex_lock(&j.mu);
+			j.left--;
+			sp[i].res = 1;
+			pthread_mutex_unlock(&j.mu);
+		}
+	}
+	pthread_mutex_lock(&j.mu);
+	j.left--;
+	while (j.left)
+		pthread_cond_wait(&j.cv, &j.mu);
+	pthread_mutex_unlock(&j.mu);
+	pthread_cond_destroy(&j.cv);
+	pthread_mutex_destroy(&j.mu);
+	for (i = 0; i < n; i++) {
+		int64_t r;
+
+		if (sp[i].res == (int64_t)sp[i].io.len)
+			continue;
+		if (sp[i].res < 0 && is_device_error(sp[i].res))
+			member_fail(bd, sp[i].member, sp[i].res);
+		r = read_seg_sync(bd, sp[i].io.buf, sp[i].io.len, sp[i].loff);
+		if (r < 0)
+			return (int)r;
+	}
+	return 0;
+}
+
 /*
  * Reads on the caller's thread (the fs's direct reads).  A read within one
  * stripe unit goes to its member's read_sync; a longer one would visit the
- * members one after the other, so its segments (up to SYNC_FANOUT) go to
- * their members' queues together and are joined here: a 1 MiB read over
- * four members waits for one member's share, not for all four in turn.  A
- * segment that fails is read again by read_seg_sync (other copies, member
- * failure, the EIO that names it).
+ * members one after the other, so its segments (up to SYNC_FANOUT at a time)
+ * go to their members together: a 1 MiB read over four members waits for
+ * one member's share, not for all four in turn.
  */
 static int64_t read_sync_locked(struct gs_bdev *bd, void *buf, size_t len, uint64_t off)
 {
 	struct sync_piece sp[SYNC_FANOUT];
-	struct sync_join j;
 	uint64_t o = off, l = len;
 
+	if (gs_pool_seg_len(&bd->geo, off, len) == len) {
+		int64_t r = read_seg_sync(bd, buf, (uint32_t)len, off);
+
+		return r < 0 ? r : (int64_t)len;
+	}
 	while (l) {
-		uint64_t o0 = o;
-		unsigned n = 0, i;
+		unsigned n = 0;
+		int r;
 
-		/* the next segments, each sent to the first healthy copy */
 		for (; l && n < SYNC_FANOUT; n++) {
-			uint32_t sl = gs_pool_seg_len(&bd->geo, o, l), m = 0, k;
-			uint32_t copies = gs_pool_copies(&bd->geo, o);
-			uint32_t pref = gs_pool_pref(&bd->geo, o);
-			uint64_t phys = 0;
+			uint32_t sl = gs_pool_seg_len(&bd->geo, o, l);
 
-			for (k = 0; k < copies; k++) {
-				gs_pool_locate(&bd->geo, o, (pref + k) % copies, &m, &phys);
-				if (member_ok(bd, m))
-					break;
-			}
-			sp[n] = (struct sync_piece){
-				.io = { .op = GS_OP_READ, .len = sl, .off = phys,
-					.buf = (char *)buf + (o - off), .done = sync_piece_done,
-					.priv = bd->m[m].q },
-				.j = &j, .member = m, .res = k < copies ? 0 : 1,
-			};
+			sync_prep(bd, &sp[n], o, sl, (char *)buf + (o - off));
 			o += sl;
 			l -= sl;
 		}
-		if (n == 1 && o0 == off && !l) {
-			/* one segment in all: no join needed */
-			int64_t r = read_seg_sync(bd, buf, sp[0].io.len, off);
-
-			return r < 0 ? r : (int64_t)len;
-		}
-		pthread_mutex_init(&j.mu, NULL);
-		pthread_cond_init(&j.cv, NULL);
-		j.left = 1;	/* held until every piece is out */
-		for (i = 0; i < n; i++) {
-			struct gs_q_io *io = &sp[i].io;
-
-			if (sp[i].res)
-				continue;
-			pthread_mutex_lock(&j.mu);
-			j.left++;
-			pthread_mutex_unlock(&j.mu);
-			if (gs_q_submit(io->priv, &io, 1) < 0) {
-				pthread_mutex_lock(&j.mu);
-				j.left--;
-				sp[i].res = 1;
-				pthread_mutex_unlock(&j.mu);
-			}
-		}
-		pthread_mutex_lock(&j.mu);
-		j.left--;
-		while (j.left)
-			pthread_cond_wait(&j.cv, &j.mu);
-		pthread_mutex_unlock(&j.mu);
-		pthread_cond_destroy(&j.cv);
-		pthread_mutex_destroy(&j.mu);
-		/* what did not arrive whole: again, copy by copy, failing members */
-		for (i = 0, o = o0; i < n; o += sp[i].io.len, i++) {
-			int64_t r;
-
-			if (sp[i].res == (int64_t)sp[i].io.len)
-				continue;
-			if (sp[i].res < 0 && is_device_error(sp[i].res))
-				member_fail(bd, sp[i].member, sp[i].res);
-			r = read_seg_sync(bd, (char *)buf + (o - off), sp[i].io.len, o);
-			if (r < 0)
-				return r;
-		}
+		r = sync_fanout(bd, sp, n);
+		if (r < 0)
+			return r;
 	}
 	return (int64_t)len;
 }
@@ -1350,7 +1369,7 @@ static void progress_add(struct gs_bdev *bd, uint64_t n, gs_pool_progress fn, vo
 		fn(arg, d, bd->rebuild_total);
 }
 
-#define REBUILD_BATCH	16	/* stripe units copied per stop of the pool's I/O */
+#define REBUILD_BATCH	16	/* stripe units copied per stop of the pool's I/O (at most) */
 #define THROTTLE_NAP_NS	50000000ll	/* a throttled rebuild looks at rate and cancel this often */
 
 static int64_t now_ns(void)
@@ -1400,26 +1419,47 @@ static void quiesce(struct gs_bdev *bd)
 		usleep(20);
 }
 
-/* Copy member @index's stripe unit at @phys to @nq (qlock held for writing). */
-static int rebuild_unit(struct gs_bdev *bd, unsigned index, struct gs_q *nq, char *buf,
-			uint64_t phys)
+/*
+ * Copy member @index's @nb stripe units from member byte @phys to @nq, the same
+ * place (qlock held for writing): read from the old member in one piece while
+ * it reads (it may hold the only copy), else each unit's logical bytes from
+ * another copy, all at once (sync_fanout); slots past the last unit are
+ * unused and get zeros; then one write.
+ */
+static int rebuild_rows(struct gs_bdev *bd, unsigned index, struct gs_q *nq, char *buf,
+			uint64_t phys, unsigned nb)
 {
-	uint64_t off;
+	struct sync_piece sp[REBUILD_BATCH];
+	size_t len = (size_t)nb * bd->geo.su;
+	uint64_t off = 0;
 	ssize_t r = -EIO;
+	unsigned n = 0;
 
-	if (gs_pool_reverse(&bd->geo, index, phys, &off))
-		return 0;	/* a slot past the last unit: unused */
-	/* the old member while it reads (it may hold the only copy), else another copy */
-	if (member_ok(bd, index) && bd->m[index].q)
-		r = gs_q_pread_sync(bd->m[index].q, buf, bd->geo.su, phys);
-	if (r != (ssize_t)bd->geo.su)
-		r = read_sync_locked(bd, buf, bd->geo.su, off);
-	if (r == (ssize_t)bd->geo.su)
-		r = gs_q_pwrite(nq, buf, bd->geo.su, phys);
-	if (r == (ssize_t)bd->geo.su)
+	if (member_ok(bd, index) && bd->m[index].q) {
+		r = gs_q_pread_sync(bd->m[index].q, buf, len, phys);
+		if (r < 0 && is_device_error(r))
+			member_fail(bd, index, r);
+	}
+	if (r != (ssize_t)len) {
+		for (unsigned b = 0; b < nb; b++) {
+			char *ub = buf + (size_t)b * bd->geo.su;
+
+			if (gs_pool_reverse(&bd->geo, index, phys + (uint64_t)b * bd->geo.su,
+					    &off))
+				memset(ub, 0, bd->geo.su);
+			else
+				sync_prep(bd, &sp[n++], off, bd->geo.su, ub);
+		}
+		r = sync_fanout(bd, sp, n);
+		if (r == 0)
+			r = (ssize_t)len;
+	}
+	if (r == (ssize_t)len)
+		r = gs_q_pwrite(nq, buf, len, phys);
+	if (r == (ssize_t)len)
 		return 0;
-	gs_err("pool: rebuilding member %u at logical byte %llu: %s", index,
-	       (unsigned long long)off, strerror(r < 0 ? (int)-r : EIO));
+	gs_err("pool: rebuilding member %u at member byte %llu: %s", index,
+	       (unsigned long long)phys, strerror(r < 0 ? (int)-r : EIO));
 	return r < 0 ? (int)r : -EIO;
 }
 
@@ -1428,7 +1468,8 @@ struct rebuild {
 	struct gs_bdev *bd;
 	unsigned index;
 	struct gs_q *nq;
-	char *buf;
+	char *buf;		/* per stripe units */
+	unsigned per;		/* stripe units per batch */
 	int abort;	/* -errno: end at once (the thread could not start) */
 	char path[GS_POOL_PATH_MAX];	/* checked: shorter */
 };
@@ -1473,7 +1514,11 @@ static int rebuild_prepare(struct gs_q *q, unsigned index, const char *newpath,
 	} else if (ret) {
 		gs_err("pool: %s: %s", newpath, strerror(-ret));
 	}
-	rb->buf = ret ? NULL : aligned_alloc(4096, bd->geo.su);
+	/* batches of up to REBUILD_BATCH units, at most 4 MiB unless one unit is more */
+	rb->per = REBUILD_BATCH;
+	while (rb->per > 1 && (uint64_t)rb->per * bd->geo.su > (4u << 20))
+		rb->per /= 2;
+	rb->buf = ret ? NULL : aligned_alloc(4096, (size_t)rb->per * bd->geo.su);
 	if (!ret && !rb->buf)
 		ret = -ENOMEM;
 	if (ret)
@@ -1519,9 +1564,8 @@ static int rebuild_run(struct rebuild *rb, gs_pool_progress progress, void *arg)
 	for (a = 0; a < 2 && !ret; a++) {
 		const struct gs_pool_area *ar = areas[a];
 
-		for (uint64_t row = 0; row < ar->rows && !ret; row += REBUILD_BATCH) {
-			uint64_t nb = row + REBUILD_BATCH <= ar->rows ? REBUILD_BATCH :
-				      ar->rows - row;
+		for (uint64_t row = 0; row < ar->rows && !ret; row += rb->per) {
+			unsigned nb = row + rb->per <= ar->rows ? rb->per : (unsigned)(ar->rows - row);
 			int64_t t0 = now_ns();
 
 			if (__atomic_load_n(&bd->cancel, __ATOMIC_ACQUIRE)) {
@@ -1535,13 +1579,11 @@ static int rebuild_run(struct rebuild *rb, gs_pool_progress progress, void *arg)
 			 */
 			pthread_rwlock_wrlock(&bd->qlock);
 			quiesce(bd);
-			for (uint64_t b = row; b < row + nb && !ret; b++)
-				ret = rebuild_unit(bd, index, nq, rb->buf,
-						   ar->pbase + b * bd->geo.su);
+			ret = rebuild_rows(bd, index, nq, rb->buf, ar->pbase + row * bd->geo.su, nb);
 			pthread_rwlock_unlock(&bd->qlock);
-			progress_add(bd, nb * bd->geo.su, progress, arg);
+			progress_add(bd, (uint64_t)nb * bd->geo.su, progress, arg);
 			if (!ret)
-				ret = throttle(bd, t0, nb * bd->geo.su);
+				ret = throttle(bd, t0, (uint64_t)nb * bd->geo.su);
 		}
 	}
 	if (!ret)
