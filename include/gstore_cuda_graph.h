@@ -64,7 +64,7 @@ struct gs_cuda_graph_params {
 	size_t cache_bytes;	/* GPU page cache (BaM mode, sampling) (0: 64 MiB) */
 	size_t stage_bytes;	/* CAM staging: pinned region of two halves, and a GPU
 				 * buffer of one half (0: 32 MiB) */
-	uint32_t max_io;	/* bytes per CAM request at most (0: 1 MiB, the device's
+	uint32_t max_io;	/* bytes per CAM request at most (0: 512 KiB, the device's
 				 * limit if lower) */
 	uint32_t nio;		/* cache misses in flight, power of two (0: 1024) */
 	int device;		/* CUDA device */

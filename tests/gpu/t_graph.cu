@@ -562,6 +562,7 @@ static __global__ void k_unpos(const uint64_t *nodes, uint64_t n, uint32_t *pos_
 struct csr_sampler {
 	uint64_t *nodes, *dst, *pick, *slot, *off, *first;
 	uint32_t *count, *flag, *fpos, *pos_of;
+	int blocks;	/* of the BaM kernel */
 };
 
 static uint64_t csr_add(csr_sampler &c, const uint64_t *u, uint64_t n, uint64_t base)
@@ -596,7 +597,8 @@ static uint64_t csr_sample(csr_sampler &c, csr_bam g, const uint64_t *seeds_h, u
 		uint32_t lc = 0, f = fan[h];
 
 		if (n) {
-			k_csr_sample<<<(int)((n * 32 + 255) / 256), 256>>>(
+			k_csr_sample<<<(int)((n * 32 + 255) / 256 < (uint64_t)c.blocks ?
+					     (n * 32 + 255) / 256 : (uint64_t)c.blocks), 256>>>(
 				g, c.nodes, hop_a, n, f, h, seed, c.pick, c.slot, c.count);
 			KCK();
 			thrust::exclusive_scan(thrust::device, c.count, c.count + n, c.off,
@@ -679,9 +681,80 @@ static void row(const char *what, double s, double base, uint64_t bytes, uint64_
 	       base / s, bytes / 1048576.0, (double)bytes / graph);
 }
 
+/* ---- a watchdog over the benchmark's rows: a row past its time says where it is
+ * (the rings' and caches' counters) and ends the program, instead of the whole
+ * part running into run-all.sh's limit with nothing printed ---- */
+
+static const char *volatile row_name_;
+static volatile double row_t0_;
+static struct gs_cuda_graph *volatile row_cg_;
+static struct gs_cuda *volatile row_c_[2];
+
+static void row_begin(const char *name, struct gs_cuda_graph *cg)
+{
+	row_cg_ = cg;
+	row_t0_ = now_s();
+	row_name_ = name;
+}
+
+static void *watchdog(void *arg)
+{
+	double cap = *(double *)arg;
+
+	for (;;) {
+		struct timespec ts = { 0, 200000000 };
+
+		nanosleep(&ts, NULL);
+		if (!row_name_ || now_s() - row_t0_ < cap)
+			continue;
+		char dbg[2048] = "";
+
+		if (row_cg_)
+			gs_cuda_graph_debug(row_cg_, dbg, sizeof(dbg));
+		printf("t_graph: FAIL: row %s still running after %.0f s: %s\n", row_name_, cap, dbg);
+		for (int i = 0; i < 2; i++)
+			if (row_c_[i] && gs_cuda_debug(row_c_[i], dbg, sizeof(dbg)) > 0)
+				printf("t_graph: csr ring %d: %s\n", i, dbg);
+		fflush(stdout);
+		_exit(1);
+	}
+	return NULL;
+}
+
+/* BaM kernels: a quarter as many warps as cache lines at most (no thrashing) */
+static int bam_blocks(size_t cache)
+{
+	uint64_t w = cache / 4096 / 4;
+
+	w = w < 8 ? 8 : w > 264 * 8 ? 264 * 8 : w;
+	return (int)(w / 8);
+}
+
+/* csr_bfs through BaM with a time cap: levels or -1 past @cap seconds */
+static int csr_bfs_capped(csr_bam g, uint64_t nv, uint64_t src, int32_t *depth, int *more,
+			  int blocks, double cap)
+{
+	int level = 0, zero = 0;
+	double t0 = now_s();
+
+	CK(cudaMemset(depth, 0xff, nv * 4));
+	CK(cudaMemcpy(depth + src, &zero, 4, cudaMemcpyHostToDevice));
+	for (;; level++) {
+		*more = 0;
+		k_csr_bfs<<<blocks, 256>>>(g, nv, depth, level, more);
+		KCK();
+		if (!*more)
+			break;
+		if (now_s() - t0 > cap)
+			return -1;
+	}
+	return level + 1;
+}
+
 static void bench(unsigned scale)
 {
 	struct gen gb = { scale, 16ull << scale, 0, 0, 0, NULL, 9 };
+	double t_imp = now_s();
 	struct gs_graph *g = import("bench", &gb, GS_GRAPH_IMPORT_UNDIRECTED);
 	struct gs_graph_layout *l;
 	struct arr rp, ci;
@@ -698,14 +771,20 @@ static void bench(unsigned scale)
 	uint64_t csr = rp.size + ci.size;
 	const char *cm = getenv("GS_GRAPH_CACHE_MIB");
 	size_t cache = cm ? (size_t)atoi(cm) << 20 : obj / 4;
+	const char *cs_ = getenv("GS_GRAPH_ROW_S");
+	double row_cap = cs_ ? atof(cs_) : 30;
 
 	cache = (cache + (1 << 20) - 1) & ~(size_t)((1 << 20) - 1);
 	if (cache < (4u << 20))
 		cache = 4u << 20;
 	printf("t_graph: bench: %llu vertices; graph object %.1f MiB (pages), CSR %.1f MiB (%s); "
-	       "GPU cache / staging %zu MiB\n", (unsigned long long)nv, obj / 1048576.0,
-	       csr / 1048576.0, xa, cache >> 20);
+	       "GPU cache / staging %zu MiB; setup %.1f s\n", (unsigned long long)nv,
+	       obj / 1048576.0, csr / 1048576.0, xa, cache >> 20, now_s() - t_imp);
 
+	pthread_t wd;
+
+	pthread_create(&wd, NULL, watchdog, &row_cap);
+	pthread_detach(wd);
 	int fd = open(img_, O_RDONLY | O_DIRECT);
 
 	if (fd < 0) {
@@ -743,6 +822,7 @@ static void bench(unsigned scale)
 	csr_bfs(csr_dev{ drp, dci }, 1, 0, depth, more);
 
 	/* ---- BFS: load-all, then BFS in GPU memory */
+	row_begin("bfs load-all", NULL);
 	double t0 = now_s();
 
 	arr_read_all(&rp, fd, hrp);
@@ -760,40 +840,22 @@ static void bench(unsigned scale)
 	       t_read, t_load - t_read, t_all - t_load, lv);
 	row("bfs_loadall", t_all, t_all, csr, obj);
 
-	/* ---- BFS: CSR through BaM (cold caches of the same total size) */
-	struct gs_cuda *crp, *cci;
-	struct gs_cuda_array *arp, *aci;
-	struct gs_cuda_array_stats s1, s2;
-
-	bam_on(&rp, cache / 4, &crp, &arp);
-	bam_on(&ci, cache - cache / 4, &cci, &aci);
-	csr_bam cb = { gs_cuda_array_dev(arp), gs_cuda_array_dev(aci) };
-
-	t0 = now_s();
-	csr_bfs(cb, nv, src, depth, more);
-	double t_cb = now_s() - t0;
-
-	cmp_depth("csr-bam bfs");
-	gs_cuda_array_stats(arp, &s1);
-	gs_cuda_array_stats(aci, &s2);
-	row("bfs_csr_bam", t_cb, t_all, (s1.misses + s2.misses) * 4096, obj);
-
-	/* ---- BFS over the graph object: through the page cache, and by pass */
-	struct gs_cuda_graph *cg = open_cg(g, cache, cache);
+	/* ---- BFS over the graph object by pass (CAM), a fresh handle each run */
+	struct gs_cuda_graph *cg = NULL;
 	struct gs_cuda_graph_stats st = {};
 
-	for (unsigned mode = 0; mode < 2; mode++) {
-		OK(gs_cuda_array_invalidate(arp));	/* nothing shared, but alike */
-		gs_cuda_graph_close(cg);
-		cg = open_cg(g, cache, cache);	/* a cold page cache */
-		int r = gs_cuda_graph_bfs(cg, src, depth, mode, &st);
+	for (int rep = 0; rep < 2; rep++) {
+		cg = open_cg(g, cache, cache);
+		row_begin("bfs object cam", cg);
+		int r = gs_cuda_graph_bfs(cg, src, depth, GS_CUDA_GRAPH_CAM, &st);
 
-		CHECK(r > 0, "bench: graph bfs %s: %s", mode ? "cam" : "bam", strerror(-r));
-		cmp_depth(mode ? "graph cam bfs" : "graph bam bfs");
-		printf("t_graph: bench: graph bfs %s: %.3f s, %u passes, %llu requests\n",
-		       mode ? "cam" : "bam", st.seconds, st.passes, (unsigned long long)st.requests);
-		row(mode ? "bfs_object_cam" : "bfs_object_bam", st.seconds, t_all, st.bytes_read,
-		    obj);
+		CHECK(r > 0, "bench: graph bfs cam: %s", strerror(-r));
+		cmp_depth("graph cam bfs");
+		printf("t_graph: bench: graph bfs cam (run %d): %.3f s, %u levels, %llu requests\n",
+		       rep + 1, st.seconds, st.passes, (unsigned long long)st.requests);
+		if (rep)
+			row("bfs_object_cam", st.seconds, t_all, st.bytes_read, obj);
+		gs_cuda_graph_close(cg);
 	}
 
 	/* ---- CC: load-all (union-find over the CSR in GPU memory), the object by sweep */
@@ -802,6 +864,7 @@ static void bench(unsigned scale)
 	int64_t wc = gs_graph_cc(g, wl.data(), NULL);
 
 	CK(cudaMalloc(&label, nv * 8));
+	row_begin("cc load-all", NULL);
 	t0 = now_s();
 	arr_read_all(&rp, fd, hrp);
 	arr_read_all(&ci, fd, hci);
@@ -816,21 +879,31 @@ static void bench(unsigned scale)
 	CK(cudaMemcpy(gl.data(), label, nv * 8, cudaMemcpyDeviceToHost));
 	CHECK(gl == wl, "bench: load-all cc labels differ");
 	row("cc_loadall", t_cca, t_cca, csr, obj);
-	for (unsigned mode = 0; mode < 2; mode++) {
-		gs_cuda_graph_close(cg);
+	for (int mode = GS_CUDA_GRAPH_CAM; mode >= GS_CUDA_GRAPH_BAM; mode--) {
 		cg = open_cg(g, cache, cache);
-		int64_t c = gs_cuda_graph_cc(cg, label, mode, &st);
+		row_begin(mode ? "cc object cam" : "cc object bam", cg);
+		int64_t c = gs_cuda_graph_cc(cg, label, (unsigned)mode, &st);
 
 		CK(cudaMemcpy(gl.data(), label, nv * 8, cudaMemcpyDeviceToHost));
 		CHECK(c == wc && gl == wl, "bench: graph cc %s: %lld components (cpu %lld)%s",
 		      mode ? "cam" : "bam", (long long)c, (long long)wc,
 		      gl == wl ? "" : ", labels differ");
 		row(mode ? "cc_object_cam" : "cc_object_bam", st.seconds, t_cca, st.bytes_read, obj);
+		gs_cuda_graph_close(cg);
 	}
 
-	/* ---- sampling: the object through its page cache vs CSR through BaM */
+	/* ---- sampling: the object through its page cache vs CSR through BaM caches of
+	 * the same total size */
+	struct gs_cuda *crp, *cci;
+	struct gs_cuda_array *arp, *aci;
+
+	bam_on(&rp, cache / 4, &crp, &arp);
+	bam_on(&ci, cache - cache / 4, &cci, &aci);
+	row_c_[0] = crp;
+	row_c_[1] = cci;
+	csr_bam cb = { gs_cuda_array_dev(arp), gs_cuda_array_dev(aci) };
 	const char *nb = getenv("GS_GRAPH_BATCHES");
-	int batches = nb ? atoi(nb) : 20;
+	int batches = nb ? atoi(nb) : 10, cblocks = bam_blocks(cache);
 	uint32_t fans[2][2] = { { 25, 10 }, { 10, 5 } };
 	uint64_t x = 5;
 	std::vector<uint64_t> seeds(1024);
@@ -851,12 +924,12 @@ static void bench(unsigned scale)
 	CK(cudaMalloc(&cs.first, nv * 8));
 	CK(cudaMemset(cs.pos_of, 0xff, nv * 4));
 	CK(cudaMemset(cs.first, 0xff, nv * 8));
+	cs.blocks = cblocks;
 	for (int k = 0; k < 2; k++) {
 		double t_obj = 0, t_csr = 0;
 		uint64_t rd_obj = 0, e_obj = 0, e_csr = 0;
 		struct gs_cuda_array_stats b1, b2, c1, c2;
 
-		gs_cuda_graph_close(cg);
 		cg = open_cg(g, cache, 4u << 20);
 		OK(gs_cuda_array_invalidate(arp));
 		OK(gs_cuda_array_invalidate(aci));
@@ -865,6 +938,7 @@ static void bench(unsigned scale)
 		for (int b = 0; b < batches; b++) {
 			for (auto &s : seeds)
 				s = xs(&x) % nv;
+			row_begin("sample object", cg);
 			int r = gs_cuda_graph_sample(cg, seeds.data(), 1024, fans[k], 2, 100 + b, &ds,
 						     &st);
 
@@ -881,6 +955,8 @@ static void bench(unsigned scale)
 				gs_graph_sample_free(&s);
 			}
 			uint64_t ne = 0;
+
+			row_begin("sample csr-bam", NULL);
 			double t1 = now_s();
 
 			csr_sample(cs, cb, seeds.data(), 1024, fans[k], 2, 100 + b, &ne);
@@ -899,9 +975,44 @@ static void bench(unsigned scale)
 		       rd_csr ? (double)rd_obj / rd_csr : 0.0);
 		printf("RESULT graph_sample_%u_%u_csr_bam %.3f s (%.1f MiB read; %llu edges)\n",
 		       fans[k][0], fans[k][1], t_csr, rd_csr / 1048576.0, (unsigned long long)e_csr);
+		gs_cuda_graph_close(cg);
 	}
 	gs_cuda_graph_sample_free(&ds);
+
+	/* ---- BFS through page caches, 4 KiB misses: the object's and CSR's (capped) */
+	cg = open_cg(g, cache, cache);
+	row_begin("bfs object bam", cg);
+	int r = gs_cuda_graph_bfs(cg, src, depth, GS_CUDA_GRAPH_BAM, &st);
+
+	CHECK(r > 0, "bench: graph bfs bam: %s", strerror(-r));
+	cmp_depth("graph bam bfs");
+	printf("t_graph: bench: graph bfs bam: %.3f s, %u levels, %llu requests\n", st.seconds,
+	       st.passes, (unsigned long long)st.requests);
+	row("bfs_object_bam", st.seconds, t_all, st.bytes_read, obj);
 	gs_cuda_graph_close(cg);
+	OK(gs_cuda_array_invalidate(arp));
+	OK(gs_cuda_array_invalidate(aci));
+	struct gs_cuda_array_stats s1, s2, s3, s4;
+
+	gs_cuda_array_stats(arp, &s1);
+	gs_cuda_array_stats(aci, &s2);
+	row_begin("bfs csr-bam", NULL);
+	t0 = now_s();
+	lv = csr_bfs_capped(cb, nv, src, depth, more, cblocks, row_cap / 2);
+	double t_cb = now_s() - t0;
+
+	gs_cuda_array_stats(arp, &s3);
+	gs_cuda_array_stats(aci, &s4);
+	if (lv > 0) {
+		cmp_depth("csr-bam bfs");
+		row("bfs_csr_bam", t_cb, t_all, (s3.misses - s1.misses + s4.misses - s2.misses) * 4096,
+		    obj);
+	} else {
+		printf("RESULT graph_bfs_csr_bam > %.1f s (stopped; %.1f MiB read by then)\n", t_cb,
+		       (s3.misses - s1.misses + s4.misses - s2.misses) * 4096 / 1048576.0);
+	}
+	row_name_ = NULL;
+	row_c_[0] = row_c_[1] = NULL;
 	gs_cuda_array_close(arp);
 	gs_cuda_array_close(aci);
 	gs_cuda_close(crp);
@@ -921,6 +1032,7 @@ int main(int argc, char **argv)
 	struct gs_q_params qp = {};
 
 	skip_without_gpu();
+	setvbuf(stdout, NULL, _IOLBF, 0);	/* each row as it ends, even into a file */
 	gs_set_log_func(log_to_stderr, NULL);
 	if (getenv("GS_GRAPH_DIR"))
 		dir_ = getenv("GS_GRAPH_DIR");

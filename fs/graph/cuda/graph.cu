@@ -37,7 +37,7 @@ extern "C" {
 
 #define DEF_CACHE	(64u << 20)
 #define DEF_STAGE	(32u << 20)
-#define DEF_MAX_IO	(1u << 20)
+#define DEF_MAX_IO	(512u << 10)
 #define DEF_NIO		1024u
 #define WAIT_S		120.0	/* a pass that waits longer is stuck: say where, fail */
 #define U32_NONE	UINT32_MAX
@@ -410,6 +410,22 @@ static int grid_for(uint64_t n, int per)
 	uint64_t b = (n + per - 1) / per;
 
 	return (int)(b < 1 ? 1 : b > 4096 ? 4096 : b);
+}
+
+/*
+ * Blocks of 256 threads for a kernel whose warps each take page cache lines:
+ * at most a quarter as many warps as lines (at most 264 blocks), so the
+ * warps never hold most of the cache at once; a small cache with more
+ * warps than lines thrashes, every miss evicting a line a warp still needs.
+ */
+static int bam_grid(const struct gs_cuda_graph *cg, uint64_t warps_wanted)
+{
+	uint64_t lines = cg->p.cache_bytes / cg->l->page_size, w = lines / 4;
+
+	if (w > warps_wanted)
+		w = warps_wanted;
+	w = w < 8 ? 8 : w > 264 * 8 ? 264 * 8 : w;
+	return (int)(w / 8);
 }
 
 /* Extent of block @blk, or -1 (a hole). */
@@ -814,7 +830,8 @@ int gs_cuda_graph_bfs(struct gs_cuda_graph *cg, uint64_t src, int32_t *depth, un
 	for (; !ret; level++) {
 		CU(cudaMemset(cg->d_cnt, 0, 2 * 8));
 		if (mode == GS_CUDA_GRAPH_BAM) {
-			k_bfs_bam<<<264, 256>>>(cg->dv, depth, level, cg->d_cnt, cg->d_err);
+			k_bfs_bam<<<bam_grid(cg, 264 * 8), 256>>>(cg->dv, depth, level, cg->d_cnt,
+								    cg->d_err);
 			ret = launched(cg, "bfs bam level");
 			CU(cudaMemcpy(cnt, cg->d_cnt, 8, cudaMemcpyDeviceToHost));
 			cg->passes++;
@@ -873,7 +890,7 @@ int64_t gs_cuda_graph_cc(struct gs_cuda_graph *cg, uint64_t *label, unsigned mod
 	cg->passes = 1;
 	/* out-lists alone cover every edge once: a directed graph's CC is weak */
 	if (mode == GS_CUDA_GRAPH_BAM) {
-		k_cc_bam<<<264, 256>>>(cg->dv, label, cg->d_err);
+		k_cc_bam<<<bam_grid(cg, 264 * 8), 256>>>(cg->dv, label, cg->d_err);
 		ret = launched(cg, "cc bam");
 	} else {
 		ret = cam_pass(cg, cg->cc_list, cg->ncc, [&](const uint8_t *stage, uint64_t n) {
@@ -1152,7 +1169,7 @@ int gs_cuda_graph_sample(struct gs_cuda_graph *cg, const uint64_t *seeds, uint32
 		s->hop_edges[h] = s->nedges;
 		cg->passes++;
 		if (n) {
-			k_sample<<<grid_for(n * 32, 256), 256>>>(cg->dv, s->nodes, a, n, f, h,
+			k_sample<<<bam_grid(cg, n), 256>>>(cg->dv, s->nodes, a, n, f, h,
 								 rng_seed, cg->d_pick, cg->d_slot,
 								 cg->d_count, cg->d_err);
 			ret = launched(cg, "sample hop");
