@@ -298,6 +298,40 @@ int gs_attach_open(struct gs_attach *a, const char *path, uint32_t block_size, u
 	return 0;
 }
 
+int gs_attach_open_blocks(struct gs_attach *a, const char *path, uint32_t block_size,
+			  uint32_t flags, struct gs_attach_obj *obj, uint32_t *ext_shift)
+{
+	uint32_t fsbs = 0, unit, per;
+	int ret, aligned = 1;
+
+	if (block_size < 512 || (block_size & (block_size - 1)) || !ext_shift)
+		return -EINVAL;
+	ret = gs_attach_hello(a, &fsbs);
+	if (ret)
+		return ret;
+	if (!fsbs || (fsbs & (fsbs - 1)))
+		return -EPROTO;
+	unit = block_size < fsbs ? block_size : fsbs;
+	ret = gs_attach_open(a, path, unit, flags, obj);
+	if (ret)
+		return ret;
+	*ext_shift = (uint32_t)__builtin_ctz(unit);
+	per = block_size / unit;
+	if (per > 1) {
+		for (uint32_t i = 0; i < obj->next && aligned; i++)
+			aligned = !((obj->ext[i].blk | obj->ext[i].nblk) & (per - 1));
+		if (aligned) {
+			for (uint32_t i = 0; i < obj->next; i++) {
+				obj->ext[i].blk /= per;
+				obj->ext[i].nblk /= per;
+			}
+			*ext_shift = (uint32_t)__builtin_ctz(block_size);
+		}
+	}
+	obj->nblocks = (obj->size + block_size - 1) / block_size;
+	return 0;
+}
+
 int gs_attach_ring(struct gs_attach *a, uint32_t sq, uint32_t cq, uint32_t ncw,
 		   size_t buf_bytes, uint32_t flags, struct gs_attach_ring *r)
 {

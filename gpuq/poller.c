@@ -558,9 +558,16 @@ static int ring_waiting(struct qring *qr)
 	return gs_sq_pending(qr->r) != 0;
 }
 
+/*
+ * Each poller serves every ring, a queue's worth per ring and round, from a
+ * start that moves by one each round and that the pollers spread over the
+ * set (poller i of N from ring i * n / N): with several rings of one
+ * producer (a gs_cuda's shards) two pollers then pop from different rings
+ * rather than race for the same head.
+ */
 static int pop_round(struct poller *p, struct ringset *rs)
 {
-	unsigned n = rs->n, k, start = p->rr++;
+	unsigned n = rs->n, k, start = p->rr++ + (n ? p->idx * n / p->q->npollers : 0);
 	int popped = 0, backlog = 0;
 
 	for (k = 0; k < n; k++) {

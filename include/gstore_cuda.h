@@ -77,7 +77,18 @@ struct gs_cuda_params {
 	const struct gs_cam_ext *ext;	/* or an extent table (copied) */
 	uint32_t next;
 	int device;		/* CUDA device (0 default) */
+	/*
+	 * Rings (shards), each with its own tickets, collector and (in-process)
+	 * poller attention; a lane issues on the ring of its SM.  sq_entries and
+	 * ncw are per ring; all rings address the one region.  0: one ring per
+	 * 16 SMs of the device, a power of two up to 16 (1 below 32 SMs, 8 on a
+	 * 132-SM H100); at most GS_CUDA_MAX_RINGS.  gs_cuda_attach() keeps CAM
+	 * on one ring (the attach protocol gives each ring its own region).
+	 */
+	uint32_t nrings;
 };
+
+#define GS_CUDA_MAX_RINGS	GS_CAM_MAX_SHARDS
 
 /* Rings + region over @q, served by its pollers (in-process mode). */
 int gs_cuda_open(struct gs_cuda **cp, struct gs_q *q, const struct gs_cuda_params *p);
@@ -95,6 +106,8 @@ struct gs_cam *gs_cuda_cam(struct gs_cuda *c);
 void *gs_cuda_buf(struct gs_cuda *c, size_t *len);
 uint32_t gs_cuda_block_size(struct gs_cuda *c);
 uint64_t gs_cuda_nblocks(struct gs_cuda *c);
+/* The CAM rings (shards) the handle has. */
+uint32_t gs_cuda_nrings(struct gs_cuda *c);
 /* The sticky first error of the queue's requests (0 or -errno). */
 int gs_cuda_error(struct gs_cuda *c);
 
@@ -113,6 +126,11 @@ struct gs_cuda_array_params {
 	struct gs_swnvme *swnvme;
 	uint32_t nvme_queues;	/* queue pairs, qids 1.. (0: 4) */
 	uint32_t nvme_slots;	/* commands in flight per queue, power of two (0: 1024) */
+	/* GS_BAM_RING: miss rings, a power of two, nio split evenly among them
+	 * (0: the gs_cuda's ring count rounded up to a power of two; fewer when
+	 * a ring would get under 32 slots, or an attach connection is out of
+	 * rings).  A missing lane uses the ring of its SM. */
+	uint32_t nrings;
 };
 
 /*
@@ -149,21 +167,24 @@ int gs_cuda_array_debug(struct gs_cuda_array *a, char *buf, size_t len);
 
 /*
  * CAM: read blocks block_ids[0..n) into dst + i * block size (dst in the
- * region of gs_cuda_buf()).  Any thread may call; the requests go out now
- * and complete asynchronously.
+ * region of gs_cuda_buf()).  Any thread may call; the requests go out now,
+ * on the ring of the caller's SM (gstore_cuda_cam.h, "Shards"), and
+ * complete asynchronously.
  */
 static inline __device__ int gs_prefetch(struct gs_cam *q, const uint64_t *block_ids,
 					  uint32_t n, void *dst)
 {
-	return gs_cam_blocks(q, GS_OP_READ, block_ids, n, dst);
+	return gs_cam_blocks(gs_cam_self(q), GS_OP_READ, block_ids, n, dst);
 }
 
 /*
  * The same for one block per thread, with the warp's requests issued
  * together: every active lane calls it (each with its own id and dst); one
- * lane takes the warp's tickets with one atomic on each counter.  Returns
- * this lane's 0 or -errno, as gs_prefetch(); *ticket (if not NULL) gets the
- * request's ticket for gs_prefetch_wait() (UINT64_MAX when none was issued).
+ * lane takes the warp's tickets with one atomic on each counter of its SM's
+ * ring.  Returns this lane's 0 or -errno, as gs_prefetch(); *ticket (if not
+ * NULL) gets the request's ticket for gs_prefetch_wait() (UINT64_MAX when
+ * none was issued).  A block over two extents takes a request per device
+ * run, all under the one ticket.
  */
 static inline __device__ int gs_prefetch_warp(struct gs_cam *q, uint64_t block_id, void *dst,
 					       uint64_t *ticket)
@@ -171,42 +192,72 @@ static inline __device__ int gs_prefetch_warp(struct gs_cam *q, uint64_t block_i
 	unsigned am = __activemask();
 	uint64_t bs = 1ull << q->block_shift;
 	uint64_t off = (uint64_t)((const char *)dst - q->buf);
-	int64_t dev = gs_cam_dev_off(q, block_id);
-	int lane = threadIdx.x & 31, ret = 0;
+	int lane = threadIdx.x & 31, ret = 0, first = __ffs(am) - 1;
+	uint32_t np = 0, covered = 0, pre = 0, tot;
+	/* one shard for the whole warp: the first lane's SM */
+	uint32_t key = __shfl_sync(am, gs_cam_key(), first);
+	struct gs_cam *s = gs_cam_shard(q, key);
 
-	if ((const char *)dst < q->buf || off > q->buf_len || bs > q->buf_len - off)
-		dev = -GS_EINVAL;
-	if (dev < 0) {
-		gs_cam_fail(q, dev);
-		ret = (int)dev;
+	if ((const char *)dst < q->buf || off > q->buf_len || bs > q->buf_len - off) {
+		ret = -GS_EINVAL;
+	} else {
+		np = gs_cam_npieces(s, block_id, &covered);
+		if (!np)
+			ret = -GS_ERANGE;
 	}
-	unsigned vm = __ballot_sync(am, dev >= 0);
-	uint32_t n = __popc(vm), rank = __popc(vm & ((1u << lane) - 1));
+	if (ret)
+		gs_cam_fail(s, ret);
+	unsigned vm = __ballot_sync(am, np != 0);
 	int leader = __ffs(vm) - 1;
-	uint64_t t = 0, s = 0;
+	uint64_t t = 0, sq = 0;
 
 	if (ticket)
 		*ticket = UINT64_MAX;
 	if (!vm)
 		return ret;
+	if (!__any_sync(am, np > 1)) {	/* one request per lane: ranks by ballot */
+		tot = __popc(vm);
+		pre = __popc(vm & ((1u << lane) - 1));
+	} else {	/* a lane over extents: sum and prefix over the lanes */
+		tot = 0;
+		for (unsigned m = am; m; m &= m - 1) {
+			int j = __ffs(m) - 1;
+			uint32_t v = __shfl_sync(am, np, j);
+
+			tot += v;
+			if (j < lane)
+				pre += v;
+		}
+	}
 	if (lane == leader) {
-		t = gs_cam_reserve(q, n);
-		s = gs_cam_sq_reserve(q, n);
+		t = gs_cam_reserve(s, tot);
+		sq = gs_cam_sq_reserve(s, tot);
 	}
 	t = __shfl_sync(am, t, leader);
-	s = __shfl_sync(am, s, leader);
-	if (dev >= 0) {
-		struct gs_sqe e = GS_ZERO;
+	sq = __shfl_sync(am, sq, leader);
+	if (np) {
+		uint32_t boff, len;
+		uint64_t dev;
 
-		e.op = GS_OP_READ;
-		e.flags = GS_SQE_CQE | GS_SQE_BUF_OFF;
-		e.len = (uint32_t)bs;
-		e.off = (uint64_t)dev;
-		e.buf = off;
-		e.tag = t + rank;
-		gs_cam_push_at(q, s + rank, &e, rank == n - 1);
+		if (covered < bs) {
+			gs_cam_zero((char *)dst, (uint32_t)bs);
+			/* system fence: the zeros land before the reads' data */
+			__threadfence_system();
+		}
+		for (uint32_t k = 0; k < np && gs_cam_piece(s, block_id, k, &dev, &boff, &len);
+		     k++) {
+			struct gs_sqe e = GS_ZERO;
+
+			e.op = GS_OP_READ;
+			e.flags = GS_SQE_CQE | GS_SQE_BUF_OFF;
+			e.len = len;
+			e.off = dev;
+			e.buf = off + boff;
+			e.tag = t + pre + k;
+			gs_cam_push_at(s, sq + pre + k, &e, pre + k == tot - 1);
+		}
 		if (ticket)
-			*ticket = t + rank;
+			*ticket = gs_cam_ticket(s, t + pre, np);
 	}
 	/* the group's requests are all in the ring before any lane goes on to
 	 * wait (no lane may spin on a request a mate has yet to push), and the
@@ -220,38 +271,52 @@ static inline __device__ int gs_prefetch_warp(struct gs_cam *q, uint64_t block_i
  * not for everything issued before, as gs_prefetch_sync() does: a slow
  * request holds up its own warp only.  The lanes that call it together wait
  * together, meeting at a warp barrier each round while the lowest of them
- * collects completions, and leave together: no lane spins on a path of its
- * own while a mate (holding the collector's lock, or a ring slot it has yet
- * to fill) waits to be scheduled; a GPU need not run such a mate, and the
- * kernel hangs.  Returns 0 or -errno.
+ * collects completions (on the ring of the lowest lane still waiting, so
+ * that every lane's ring is served), and leave together: no lane spins on a
+ * path of its own while a mate (holding the collector's lock, or a ring
+ * slot it has yet to fill) waits to be scheduled; a GPU need not run such a
+ * mate, and the kernel hangs.  Returns 0 or -errno.
  */
 static inline __device__ int gs_prefetch_wait(struct gs_cam *q, uint64_t ticket)
 {
 	unsigned am = __activemask();
 	int lane = threadIdx.x & 31, leader = __ffs(am) - 1;
-	uint32_t ns = 64;
-	int64_t res = 0;
+	uint32_t ns = 64, np = 0, k = 0, sid = 0;
+	int64_t res = 0, r;
+	uint64_t t = 0;
 	int done = ticket == UINT64_MAX;
+	struct gs_cam *s = q;
 
+	if (!done) {
+		s = gs_cam_ticket_decode(q, ticket, &t, &np);
+		sid = s->shard_id;
+	}
 	while (!__all_sync(am, done)) {
-		if (!done)
-			done = gs_cam_ticket_done(q, ticket, &res);
-		if (lane == leader)
-			gs_cam_wait_step(q, &ns);
+		/* this lane's requests in order; each one looked at once per round */
+		while (!done && gs_cam_ticket_done(s, t + k, &r)) {
+			if (r < 0 && !res)
+				res = r;
+			done = ++k == np;
+		}
+		unsigned wm = __ballot_sync(am, !done);
+		uint32_t w = wm ? __shfl_sync(am, sid, __ffs(wm) - 1) : 0;
+
+		if (lane == leader && wm)
+			gs_cam_wait_step(gs_cam_nth(q, w), &ns);
 	}
 	__syncwarp(am);
 	/* system fence: data the pollers wrote is visible to our later loads */
 	gs_fence();
 	if (ticket == UINT64_MAX)
-		return (int)gs_d_load_acq((uint64_t *)&q->err);
+		return gs_cam_err_all(q);
 	return res < 0 ? (int)res : 0;
 }
 
 /*
- * Wait until every request issued on @q before the call (by any thread) has
- * completed.  Threads that read the data must call it too, or be ordered
- * after a caller by __syncthreads() in the same block.  One lane per warp
- * polls; the others wait at the warp barrier.
+ * Wait until every request issued on @q before the call (by any thread, on
+ * any of its rings) has completed.  Threads that read the data must call
+ * it too, or be ordered after a caller by __syncthreads() in the same
+ * block.  One lane per warp polls; the others wait at the warp barrier.
  */
 static inline __device__ int gs_prefetch_sync(struct gs_cam *q)
 {
@@ -259,7 +324,7 @@ static inline __device__ int gs_prefetch_sync(struct gs_cam *q)
 	int lane = threadIdx.x & 31, leader = __ffs(am) - 1, ret = 0;
 
 	if (lane == leader)
-		ret = gs_cam_sync(q);
+		ret = gs_cam_sync_all(q);
 	ret = __shfl_sync(am, ret, leader);
 	/* system fence: this lane's later loads see what the leader waited for */
 	__threadfence_system();
@@ -272,17 +337,17 @@ static inline __device__ int gs_write_back(struct gs_cam *q, const uint64_t *blo
 {
 	/* system fence: the data (ours, and the block's after __syncthreads) first */
 	__threadfence_system();
-	return gs_cam_blocks(q, GS_OP_WRITE, block_ids, n, src);
+	return gs_cam_blocks(gs_cam_self(q), GS_OP_WRITE, block_ids, n, src);
 }
 
-/* Wait for every earlier request, then flush the device: durable on 0. */
+/* Wait for every earlier request (any ring), then flush the device: durable on 0. */
 static inline __device__ int gs_write_back_sync(struct gs_cam *q)
 {
 	unsigned am = __activemask();
 	int lane = threadIdx.x & 31, leader = __ffs(am) - 1, ret = 0;
 
 	if (lane == leader)
-		ret = gs_cam_flush(q);
+		ret = gs_cam_flush_all(q);
 	return __shfl_sync(am, ret, leader);
 }
 
@@ -404,7 +469,7 @@ static inline __device__ int gs_array_flush_device(struct gs_bam *a)
 			gs_bam_fail(a, r);
 		return r < 0 ? (int)r : 0;
 	}
-	return gs_cam_flush(a->cam);
+	return gs_cam_flush_all(a->cam);
 }
 
 #endif /* __CUDACC__ */

@@ -30,7 +30,7 @@
 struct gs_bam {
 	uint64_t clock;		/* clock hand (ticket) */
 	uint8_t pad0[GS_CACHELINE - 8];
-	uint64_t io_ticket;	/* bounce-slot tickets */
+	uint64_t io_ticket;	/* bounce-slot tickets (not sharded: cam->nshard <= 1) */
 	uint8_t pad1[GS_CACHELINE - 8];
 	/* statistics: rare events only (a hit counter would serialise hits) */
 	uint64_t misses, evictions, writebacks, busy_waits;
@@ -47,7 +47,7 @@ struct gs_bam {
 	uint64_t *slot_page;	/* [nslots] */
 	uint32_t *slot_ref;	/* [nslots] clock bits */
 	char *data;		/* nslots lines */
-	uint64_t *turn;		/* [nio] */
+	uint64_t *turn;		/* [nio]; sharded: shard k's slots from k * nio / nshard */
 	uint64_t bounce_off;	/* region offset of bounce slot 0 */
 	uint32_t rsvd;
 	uint32_t nvme_nq;	/* NVMe mode: queues (0: ring mode) */
@@ -124,56 +124,87 @@ GS_HD int64_t gs_bam_nvme_io(struct gs_bam *b, uint8_t op, uint64_t dev, uint32_
 
 /*
  * One line of I/O through a bounce slot: read page @page into slot @slot's
- * line, or write the line out.  Returns 0 or -errno.
+ * line, or write the line out.  The bounce slot comes from the caller's
+ * shard of the cam set (its own ring, collector and slots: see
+ * gstore_cuda_cam.h); a line over two extents goes out as one request per
+ * device run, one after the other through the same slot, and the bytes no
+ * extent maps read as zeros.  Returns 0 or -errno.
  */
 GS_HD int gs_bam_io(struct gs_bam *b, uint8_t op, uint64_t page, uint32_t slot)
 {
-	struct gs_cam *c = b->cam;
-	int64_t dev = gs_cam_dev_off(c, page);
-	uint32_t len = 1u << b->line_shift, ns = 64;
-	uint64_t t, lap, boff;
+	struct gs_cam *c = b->nvme_nq ? b->cam : gs_cam_self(b->cam);
+	uint32_t len = 1u << b->line_shift, ns = 64, covered, np, shift, first, plen, poff;
+	uint64_t *ctr, t, lap, boff, *turn, dev;
 	uint32_t s;
-	struct gs_sqe e = GS_ZERO;
 	char *line = b->data + ((uint64_t)slot << b->line_shift);
-	int64_t res;
+	int64_t res = 0;
 
-	if (dev < 0)
-		return (int)dev;
-	t = gs_d_faa(&b->io_ticket, 1);
-	s = t & (b->nio - 1);
-	lap = t >> b->nio_shift;
+	np = gs_cam_npieces(c, page, &covered);
+	if (!np)
+		return -GS_ERANGE;
+	if (c->nshard > 1) {	/* this shard's slots: [shard_id << shift, +1 << shift) */
+		ctr = &c->sink_ticket;
+		shift = c->sink_shift;
+		first = c->shard_id << shift;
+	} else {
+		ctr = &b->io_ticket;
+		shift = b->nio_shift;
+		first = 0;
+	}
+	t = gs_d_faa(ctr, 1);
+	s = (uint32_t)(t & ((1u << shift) - 1));
+	lap = t >> shift;
+	turn = &b->turn[first + s];
 	/* acquire: the slot's previous user is done with bounce and word */
-	while (gs_d_load_acq(&b->turn[s]) != 2 * lap)
+	while (gs_d_load_acq(turn) != 2 * lap)
 		gs_d_backoff(&ns);
 	boff = b->bounce_off + ((uint64_t)s << b->line_shift);
 	if (op == GS_OP_WRITE)
 		gs_bam_copy(c->buf + boff, line, len);
+	else if (covered < len)
+		gs_cam_zero(c->buf + boff, len);
 	if (b->nvme_nq) {
-		res = gs_bam_nvme_io(b, op, (uint64_t)dev, len, s);
+		/* 4 KiB lines over 4 KiB extents: one piece, the whole line */
+		if (np != 1 || covered != len || !gs_cam_piece(c, page, 0, &dev, &poff, &plen)) {
+			res = -GS_ERANGE;
+		} else {
+			res = gs_bam_nvme_io(b, op, dev, len, s);
+			res = res == len ? 0 : res < 0 ? res : -GS_EIO;
+		}
 		goto done;
 	}
-	e.op = op;
-	e.flags = GS_SQE_BUF_OFF | GS_SQE_CQE;
-	e.len = len;
-	e.off = (uint64_t)dev;
-	e.buf = boff;
-	e.tag = GS_CAM_SINK | t;
-	/* system fence: the bounce data (writes) before the request */
+	/* system fence: the bounce data (writes, zeros) before the requests */
 	gs_fence();
-	gs_cam_push(c, &e);
-	ns = 256;
-	/* acquire: pairs with the collector's release; the bounce data is in */
-	while (gs_d_load_acq(&c->sink_done[s]) != t)
-		gs_cam_wait_step(c, &ns);
-	res = c->sink_res[s];
+	for (uint32_t k = 0; gs_cam_piece(c, page, k, &dev, &poff, &plen); k++) {
+		struct gs_sqe e = GS_ZERO;
+		int64_t r;
+
+		if (k)	/* the word said t for the last piece: ours alone now */
+			gs_d_store_rlx(&c->sink_done[s], ~t);
+		e.op = op;
+		e.flags = GS_SQE_BUF_OFF | GS_SQE_CQE;
+		e.len = plen;
+		e.off = dev;
+		e.buf = boff + poff;
+		e.tag = GS_CAM_SINK | t;
+		gs_cam_push(c, &e);
+		ns = 256;
+		/* acquire: pairs with the collector's release; the bounce data is in */
+		while (gs_d_load_acq(&c->sink_done[s]) != t)
+			gs_cam_wait_step(c, &ns);
+		r = c->sink_res[s];
+		if (r != plen) {
+			res = r < 0 ? r : -GS_EIO;
+			break;
+		}
+	}
 done:
-	if (op == GS_OP_READ && res == len)
+	if (op == GS_OP_READ && !res)
 		gs_bam_copy(line, c->buf + boff, len);
-	/* release: bounce and word are free for ticket t + nio */
-	gs_d_store_rel(&b->turn[s], 2 * lap + 2);
-	if (res == len)
+	/* release: bounce and word are free for ticket t + slots */
+	gs_d_store_rel(turn, 2 * lap + 2);
+	if (!res)
 		return 0;
-	res = res < 0 ? res : -GS_EIO;
 	gs_bam_fail(b, res);
 	return (int)res;
 }

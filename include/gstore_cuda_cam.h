@@ -8,6 +8,14 @@
  * buffer region (pinned host memory mapped into the kernel's address space
  * on the GPU).  Tickets, the completion collector, retire and the memory
  * each part lives in: docs/ARCHITECTURE.md, "GPU path".
+ *
+ * Shards.  A gs_cuda may have several rings, each with its own gs_cam
+ * (tickets, collector, sink slots): the gs_cam of ring 0 is the one callers
+ * hold, and shards[] (in every shard) lists them all.  A caller that issues
+ * takes the shard of its SM (gs_cam_self()), so that the lanes of one SM
+ * contend for one ring's counters and one collector, not all of the GPU's;
+ * a ticket handed out by the warp calls names its shard.  Anything that
+ * waits for "everything issued before" visits every shard.
  */
 #ifndef GSTORE_CUDA_CAM_H
 #define GSTORE_CUDA_CAM_H
@@ -29,6 +37,20 @@ struct gs_cam_ext {
 #define GS_CAM_SINK	(1ull << 63)	/* cqe tag bit: a sink (BaM) request */
 #define GS_CAM_BATCH	16		/* cqes the collector reads per round trip */
 
+/*
+ * A ticket as gs_prefetch_warp() hands it out: the shard's own ticket (low
+ * GS_CAM_TKT_BITS, widened again from the shard's tail when waited for), the
+ * number of requests the block took less one (a block over two extents
+ * takes two), and the shard.  UINT64_MAX (no request) never decodes as one:
+ * shards stay below GS_CAM_MAX_SHARDS.
+ */
+#define GS_CAM_TKT_BITS		46
+#define GS_CAM_TKT_MASK		((1ull << GS_CAM_TKT_BITS) - 1)
+#define GS_CAM_PIECE_BITS	10
+#define GS_CAM_MAX_PIECES	(1u << GS_CAM_PIECE_BITS)	/* requests per block */
+#define GS_CAM_SHARD_SHIFT	(GS_CAM_TKT_BITS + GS_CAM_PIECE_BITS)
+#define GS_CAM_MAX_SHARDS	64
+
 struct gs_cam {
 	/* hot counters, each on its own line */
 	uint64_t sq_ticket;	/* producers' sq ticket when sq_ctr points here */
@@ -45,6 +67,8 @@ struct gs_cam {
 	int64_t err;		/* first failure (-errno), sticky */
 	uint64_t nerr;		/* failed requests */
 	uint8_t pad4[GS_CACHELINE - 16];
+	uint64_t sink_ticket;	/* sharded BaM: this shard's bounce-slot tickets */
+	uint8_t pad5[GS_CACHELINE - 8];
 
 	/* read-mostly */
 	struct gs_ring *ring;	/* as the producers address it */
@@ -64,7 +88,86 @@ struct gs_cam {
 	const struct gs_cam_ext *ext;	/* sorted by blk, producers' view */
 	uint64_t dev_base;	/* next == 0: block b at dev_base + (b << block_shift) */
 	uint64_t nblocks;	/* addressable blocks */
+	/* the extents' unit, at most a block (0: a block): with a finer unit a
+	 * block may span extents and then takes one request per device run */
+	uint32_t ext_shift;
+	uint32_t sink_shift;	/* sharded BaM: sink_mask + 1 == 1 << sink_shift */
+	struct gs_cam *shards;	/* [nshard], shard 0 first; NULL: not sharded */
+	uint32_t nshard;	/* 0 or 1: not sharded */
+	uint32_t shard_id;	/* this one's index in shards[] */
 };
+
+#if !defined(__CUDA_ARCH__)
+/* A CPU thread's shard key: threads numbered in the order they first ask. */
+static inline uint32_t gs_cam_host_key(void)
+{
+	static __thread uint32_t key;
+	static uint32_t next;
+
+	if (!key)
+		key = __atomic_add_fetch(&next, 1, __ATOMIC_RELAXED);
+	return key - 1;
+}
+#endif
+
+/* The caller's shard key: its SM on the GPU (all lanes of a warp share it). */
+GS_HD uint32_t gs_cam_key(void)
+{
+#if defined(__CUDA_ARCH__)
+	uint32_t id;
+
+	asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
+	return id;
+#else
+	return gs_cam_host_key();
+#endif
+}
+
+/* Shard @i of @c's set (c itself when not sharded). */
+GS_HD struct gs_cam *gs_cam_nth(struct gs_cam *c, uint32_t i)
+{
+	return c->nshard > 1 ? &c->shards[i] : c;
+}
+
+GS_HD uint32_t gs_cam_nshards(const struct gs_cam *c)
+{
+	return c->nshard > 1 ? c->nshard : 1;
+}
+
+/* The shard that key @key issues on. */
+GS_HD struct gs_cam *gs_cam_shard(struct gs_cam *c, uint32_t key)
+{
+	return c->nshard > 1 ? &c->shards[key % c->nshard] : c;
+}
+
+/* The caller's own shard. */
+GS_HD struct gs_cam *gs_cam_self(struct gs_cam *c)
+{
+	return gs_cam_shard(c, gs_cam_key());
+}
+
+/* Encode shard @s's ticket @t of a block that took @np requests. */
+GS_HD uint64_t gs_cam_ticket(const struct gs_cam *s, uint64_t t, uint32_t np)
+{
+	return (t & GS_CAM_TKT_MASK) | ((uint64_t)(np - 1) << GS_CAM_TKT_BITS) |
+	       ((uint64_t)s->shard_id << GS_CAM_SHARD_SHIFT);
+}
+
+/* Decode: the shard (of @c's set), its full ticket and the request count. */
+GS_HD struct gs_cam *gs_cam_ticket_decode(struct gs_cam *c, uint64_t ticket, uint64_t *t,
+					  uint32_t *np)
+{
+	struct gs_cam *s = gs_cam_nth(c, (uint32_t)(ticket >> GS_CAM_SHARD_SHIFT) %
+				      gs_cam_nshards(c));
+	uint64_t lo = ticket & GS_CAM_TKT_MASK;
+	/* relaxed: the ticket was taken before, so tail is past it already; the
+	 * ticket is the value below tail with these low bits */
+	uint64_t tail = gs_d_load_rlx(&s->tail);
+
+	*t = tail - ((tail - lo) & GS_CAM_TKT_MASK);
+	*np = (uint32_t)((ticket >> GS_CAM_TKT_BITS) & (GS_CAM_MAX_PIECES - 1)) + 1;
+	return s;
+}
 
 /*
  * Publish the sq tail hint after raising cam->sq_hint to @v.  Plain stores
@@ -91,26 +194,123 @@ GS_HD void gs_cam_publish_hint(struct gs_cam *c, uint64_t v)
 	}
 }
 
-/* Device byte offset of block @blk, or -ERANGE. */
-GS_HD int64_t gs_cam_dev_off(const struct gs_cam *c, uint64_t blk)
+GS_HD uint32_t gs_cam_ext_shift(const struct gs_cam *c)
 {
-	uint32_t lo = 0, hi = c->next;
+	return c->ext_shift ? c->ext_shift : c->block_shift;
+}
+
+/*
+ * Piece @k of block @blk: the k-th run, in block order, of the block's bytes
+ * that the extents map (one piece, the whole block, unless the extent unit
+ * is finer than a block).  1 with *dev (device byte offset), *boff (offset
+ * in the block) and *len; 0 when there is no such piece.
+ */
+GS_HD int gs_cam_piece(const struct gs_cam *c, uint64_t blk, uint32_t k, uint64_t *dev,
+		       uint32_t *boff, uint32_t *len)
+{
+	uint32_t es = gs_cam_ext_shift(c), lo = 0, hi = c->next, i;
+	uint64_t u0, u1;
 
 	if (blk >= c->nblocks)
-		return -GS_ERANGE;
-	if (!c->next)
-		return (int64_t)(c->dev_base + (blk << c->block_shift));
-	while (lo < hi) {	/* last extent with ext.blk <= blk */
+		return 0;
+	if (!c->next) {
+		*dev = c->dev_base + (blk << c->block_shift);
+		*boff = 0;
+		*len = 1u << c->block_shift;
+		return !k;
+	}
+	u0 = blk << (c->block_shift - es);	/* the block in extent units */
+	u1 = u0 + (1ull << (c->block_shift - es));
+	while (lo < hi) {	/* extents with ext.blk <= u0 */
 		uint32_t mid = (lo + hi) / 2;
 
-		if (c->ext[mid].blk <= blk)
+		if (c->ext[mid].blk <= u0)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	if (!lo || blk - c->ext[lo - 1].blk >= c->ext[lo - 1].nblk)
-		return -GS_ERANGE;	/* a hole */
-	return (int64_t)(c->ext[lo - 1].dev_off + ((blk - c->ext[lo - 1].blk) << c->block_shift));
+	for (i = lo ? lo - 1 : 0; i < c->next && c->ext[i].blk < u1; i++) {
+		const struct gs_cam_ext *e = &c->ext[i];
+		uint64_t s = e->blk > u0 ? e->blk : u0;
+		uint64_t end = e->blk + e->nblk < u1 ? e->blk + e->nblk : u1;
+
+		if (s >= end)
+			continue;
+		if (k) {
+			k--;
+			continue;
+		}
+		*dev = e->dev_off + ((s - e->blk) << es);
+		*boff = (uint32_t)((s - u0) << es);
+		*len = (uint32_t)((end - s) << es);
+		return 1;
+	}
+	return 0;
+}
+
+/* Requests block @blk takes (0: all of it in a hole); *covered: bytes mapped. */
+GS_HD uint32_t gs_cam_npieces(const struct gs_cam *c, uint64_t blk, uint32_t *covered)
+{
+	uint64_t dev;
+	uint32_t n = 0, boff, len;
+
+	*covered = 0;
+	while (gs_cam_piece(c, blk, n, &dev, &boff, &len)) {
+		*covered += len;
+		n++;
+	}
+	return n;
+}
+
+/*
+ * The most requests one block of 1 << @block_shift bytes takes over the
+ * table @ext[0, next) in units of 1 << @ext_shift (host side, at open).
+ * Extents are sorted and disjoint, so the ones that share a block are
+ * consecutive and the first of them either is the only one or ends in that
+ * block: the most is 1 + the extents after some i that start in i's last
+ * block.
+ */
+GS_HD uint32_t gs_cam_max_pieces(const struct gs_cam_ext *ext, uint32_t next,
+				 uint32_t block_shift, uint32_t ext_shift)
+{
+	uint32_t sh = block_shift - ext_shift, max = next ? 1 : 0;
+
+	for (uint32_t i = 0; i < next; i++) {
+		uint64_t last = (ext[i].blk + ext[i].nblk - 1) >> sh;
+		uint32_t n = 1;
+
+		for (uint32_t j = i + 1; j < next && (ext[j].blk >> sh) == last; j++)
+			n++;
+		if (n > max)
+			max = n;
+	}
+	return max;
+}
+
+/* Device byte offset of block @blk, or -ERANGE (a hole, or a block that is
+ * not one device run: see gs_cam_piece()). */
+GS_HD int64_t gs_cam_dev_off(const struct gs_cam *c, uint64_t blk)
+{
+	uint64_t dev;
+	uint32_t boff, len;
+
+	if (!gs_cam_piece(c, blk, 0, &dev, &boff, &len) || boff ||
+	    len != (1u << c->block_shift))
+		return -GS_ERANGE;
+	return (int64_t)dev;
+}
+
+/* Zero @bytes at @p (a multiple of 16, 16-byte aligned on the GPU). */
+GS_HD void gs_cam_zero(char *p, uint32_t bytes)
+{
+#if defined(__CUDA_ARCH__)
+	uint4 z = make_uint4(0, 0, 0, 0);
+
+	for (uint32_t i = 0; i < bytes / 16; i++)
+		((uint4 *)p)[i] = z;
+#else
+	__builtin_memset(p, 0, bytes);
+#endif
 }
 
 GS_HD void gs_cam_fail(struct gs_cam *c, int64_t res)
@@ -349,9 +549,12 @@ GS_HD int gs_cam_sync(struct gs_cam *c)
 
 /*
  * Read (op GS_OP_READ) or write (GS_OP_WRITE) blocks ids[0..n) to/from
- * @data + i * block size, which must lie in the buffer region.  Returns 0,
- * or -EINVAL / -ERANGE (nothing issued for the offending block; the error
- * is also recorded in c->err).
+ * @data + i * block size, which must lie in the buffer region.  A block
+ * that spans extents goes out as one request per device run; the bytes of
+ * a block that no extent maps (a partial last block, a hole inside it) are
+ * not written, and read as zeros.  Returns 0, or -EINVAL / -ERANGE (nothing
+ * issued for the offending block, wholly in a hole or past the end; the
+ * error is also recorded in c->err).
  */
 GS_HD int gs_cam_blocks(struct gs_cam *c, uint8_t op, const uint64_t *ids, uint32_t n,
 			const void *data)
@@ -365,14 +568,21 @@ GS_HD int gs_cam_blocks(struct gs_cam *c, uint8_t op, const uint64_t *ids, uint3
 		return -GS_EINVAL;
 	}
 	for (uint32_t i = 0; i < n; i++) {
-		int64_t dev = gs_cam_dev_off(c, ids[i]);
+		uint32_t covered, np = gs_cam_npieces(c, ids[i], &covered), boff, len;
+		uint64_t dev;
 
-		if (dev < 0) {
-			gs_cam_fail(c, dev);
-			ret = (int)dev;
+		if (!np) {
+			gs_cam_fail(c, -GS_ERANGE);
+			ret = -GS_ERANGE;
 			continue;
 		}
-		gs_cam_issue(c, op, (uint64_t)dev, (uint32_t)bs, off + i * bs);
+		if (op == GS_OP_READ && covered < bs) {
+			gs_cam_zero(c->buf + off + i * bs, (uint32_t)bs);
+			/* system fence: the zeros land before the reads' data */
+			gs_fence();
+		}
+		for (uint32_t k = 0; gs_cam_piece(c, ids[i], k, &dev, &boff, &len); k++)
+			gs_cam_issue(c, op, dev, len, off + i * bs + boff);
 	}
 	return ret;
 }
@@ -387,6 +597,42 @@ GS_HD int gs_cam_flush(struct gs_cam *c)
 		return ret;
 	gs_cam_issue(c, GS_OP_FLUSH, 0, 0, 0);
 	return gs_cam_sync(c);
+}
+
+/* The sticky first error of any shard of @c's set (0 or -errno). */
+GS_HD int gs_cam_err_all(struct gs_cam *c)
+{
+	for (uint32_t i = 0; i < gs_cam_nshards(c); i++) {
+		int64_t e = (int64_t)gs_d_load_acq((uint64_t *)&gs_cam_nth(c, i)->err);
+
+		if (e)
+			return (int)e;
+	}
+	return 0;
+}
+
+/* gs_cam_sync() on every shard: everything issued before the call, on any
+ * shard, has completed; returns the first sticky error of any shard. */
+GS_HD int gs_cam_sync_all(struct gs_cam *c)
+{
+	for (uint32_t i = 0; i < gs_cam_nshards(c); i++)
+		gs_cam_sync(gs_cam_nth(c, i));
+	return gs_cam_err_all(c);
+}
+
+/*
+ * Flush the device after every write issued before the call on any shard:
+ * those complete first, then one flush (through shard 0) covers them all,
+ * as a flush on any ring follows every write the pollers took before it.
+ */
+GS_HD int gs_cam_flush_all(struct gs_cam *c)
+{
+	int ret = gs_cam_sync_all(c);
+
+	if (ret)
+		return ret;
+	ret = gs_cam_flush(gs_cam_nth(c, 0));
+	return ret ? ret : gs_cam_err_all(c);
 }
 
 #endif /* GSTORE_CUDA_CAM_H */

@@ -304,6 +304,17 @@ struct gs_attach_obj {
  * credentials do not allow it, as open(2) decides on the mount. */
 int gs_attach_open(struct gs_attach *a, const char *path, uint32_t block_size, uint32_t flags,
 		   struct gs_attach_obj *obj);
+/*
+ * gs_attach_open() for a client that addresses blocks of @block_size,
+ * which may be larger than the filesystem's (whose extents need not be
+ * aligned to it): the extents come in the filesystem's block size, and are
+ * rewritten in @block_size units when every one is aligned to it.
+ * *ext_shift: log2 of the table's unit (log2 @block_size, or smaller: then a
+ * block may span extents, one request per device run); obj->nblocks counts
+ * blocks of @block_size.
+ */
+int gs_attach_open_blocks(struct gs_attach *a, const char *path, uint32_t block_size,
+			  uint32_t flags, struct gs_attach_obj *obj, uint32_t *ext_shift);
 
 struct gs_attach_ring {
 	void *map;		/* the whole memfd mapping */

@@ -45,12 +45,12 @@ static int attach_ring(struct gs_cuda *c, struct gs_cring *r, const struct gs_cu
 
 	if (!ar)
 		return -ENOMEM;
-	memset(r, 0, sizeof(*r));
 	ret = gs_attach_ring(ac->a, sq, cq, 0, buf_bytes, GS_RING_POLLED, ar);
 	if (ret) {
 		free(ar);
 		return ret;
 	}
+	c->att_rings++;		/* the daemon's, until the connection closes */
 	r->priv = ar;
 	r->detach = ring_detach;
 	ret = gs_cuda_err(cudaHostRegister(ar->map, ar->map_len, cudaHostRegisterMapped |
@@ -65,10 +65,8 @@ static int attach_ring(struct gs_cuda *c, struct gs_cring *r, const struct gs_cu
 	r->ring_bytes = ar->map_len - ar->buf_len;
 	r->buf = (char *)ar->buf;
 	r->buf_len = ar->buf_len;
-	ret = gs_cring_setup_dev(r, p, cam_ncw, sink_n, c->p.nblocks);
-	if (ret)
-		gs_cring_destroy(r);
-	return ret;
+	/* on failure the set's gs_cset_free() unregisters and unmaps it */
+	return gs_cring_setup_dev(r, p, cam_ncw, sink_n, c->p.nblocks);
 }
 
 static void conn_detach(struct gs_cuda *c)
@@ -83,6 +81,18 @@ static void conn_detach(struct gs_cuda *c)
 	c->conn = NULL;
 }
 
+/* Kernels may write back: ask for writing, settle for reading (their writes
+ * then complete with -EACCES) when the caller may only read. */
+static int open_ext(struct gs_attach *a, const char *rel, uint32_t bs,
+		    struct gs_attach_obj *obj, uint32_t *ext_shift)
+{
+	int ret = gs_attach_open_blocks(a, rel, bs, GS_ATT_OPEN_WRITE, obj, ext_shift);
+
+	if (ret == -EACCES || ret == -EROFS)
+		ret = gs_attach_open_blocks(a, rel, bs, 0, obj, ext_shift);
+	return ret;
+}
+
 int gs_cuda_attach(struct gs_cuda **cp, const char *path, const struct gs_cuda_params *params)
 {
 	struct gs_cuda_params p = params ? *params : gs_cuda_params{};
@@ -91,9 +101,12 @@ int gs_cuda_attach(struct gs_cuda **cp, const char *path, const struct gs_cuda_p
 	struct att_conn *ac;
 	struct gs_cuda *c;
 	const char *rel = NULL;
+	uint32_t ext_shift = 0;
 	int ret;
 
 	if (!cp || !path || p.ext)
+		return -EINVAL;
+	if (p.block_size && (p.block_size < 512 || (p.block_size & (p.block_size - 1))))
 		return -EINVAL;
 	ret = gs_attach_split(path, full, mnt, sizeof(mnt), &rel);
 	if (!ret)
@@ -111,11 +124,7 @@ int gs_cuda_attach(struct gs_cuda **cp, const char *path, const struct gs_cuda_p
 		goto free_c;
 	if (!p.block_size)
 		p.block_size = 4096;
-	/* kernels may write back: ask for writing, settle for reading (their
-	 * writes then complete with -EACCES) when the caller may only read */
-	ret = gs_attach_open(ac->a, rel, p.block_size, GS_ATT_OPEN_WRITE, &obj);
-	if (ret == -EACCES || ret == -EROFS)
-		ret = gs_attach_open(ac->a, rel, p.block_size, 0, &obj);
+	ret = open_ext(ac->a, rel, p.block_size, &obj, &ext_shift);
 	if (ret)
 		goto close_conn;
 	ac->ino = obj.ino;
@@ -127,26 +136,37 @@ int gs_cuda_attach(struct gs_cuda **cp, const char *path, const struct gs_cuda_p
 	p.ext = (const struct gs_cam_ext *)obj.ext;
 	p.next = obj.next;
 	p.nblocks = obj.nblocks;
-	ret = gs_cuda_params_fix(&p, 0);
+	/* one CAM ring: each attach ring has a region of its own, and the CAM
+	 * rings of a handle must share theirs (BaM arrays still get several) */
+	p.nrings = 1;
+	ret = gs_cuda_err(cudaSetDevice(p.device), "cudaSetDevice");
 	if (ret)
 		goto free_ext;
-	ret = gs_cuda_err(cudaSetDevice(p.device), "cudaSetDevice");
+	ret = gs_cuda_params_fix(&p, 0);
 	if (ret)
 		goto free_ext;
 	c->p = p;
 	c->ext = (struct gs_cam_ext *)obj.ext;	/* ours now */
+	c->ext_shift = ext_shift;
 	c->p.ext = NULL;
 	c->conn = ac;
 	c->attach_ring = attach_ring;
 	c->detach = conn_detach;
-	ret = attach_ring(c, &c->cr, &p, p.sq_entries, p.ncw, 0, p.buf_bytes);
-	if (ret) {
-		c->cr.detach = NULL;
-		gs_cuda_close(c);
-		return ret;
-	}
+	ret = gs_cuda_check_pieces(c);
+	if (ret)
+		goto close_c;
+	ret = gs_cset_alloc(&c->cs, 1, &p, ext_shift);
+	if (ret)
+		goto close_c;
+	gs_cset_prep(&c->cs, 0, ext_shift);
+	ret = attach_ring(c, &c->cs.cr[0], &p, p.sq_entries, p.ncw, 0, p.buf_bytes);
+	if (ret)
+		goto close_c;
 	*cp = c;
 	return 0;
+close_c:
+	gs_cuda_close(c);	/* frees the set, the connection and the extents */
+	return ret;
 free_ext:
 	free(obj.ext);
 close_conn:

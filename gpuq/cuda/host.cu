@@ -12,6 +12,7 @@
 #include <cuda_runtime.h>
 
 #include "gstore_cuda.h"
+#include "gstore_attach.h"	/* GS_ATT_MAX_RINGS */
 #include "cuda_internal.cuh"
 #include "../swnvme.h"
 
@@ -77,20 +78,88 @@ void gs_cring_destroy(struct gs_cring *r)
 		gs_q_ring_del(r->q, r->ring);
 	if (r->detach)
 		r->detach(r);
-	cudaFree(r->dcam);
 	cudaFree(r->ddone);
-	cudaFree(r->dext);
 	if (r->host_alloc) {
 		gs_cuda_pinned_free(r->ring);
-		gs_cuda_pinned_free(r->buf);
+		if (!r->buf_shared)
+			gs_cuda_pinned_free(r->buf);
 	}
 	memset(r, 0, sizeof(*r));
 }
 
+/* ---- sets of rings ---- */
+
+uint32_t gs_cuda_default_rings(int device)
+{
+	int nsm = 0;
+	uint32_t n = 1;
+
+	if (cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
+		return 1;
+	/* a ring per 16 SMs or so (16 SMs of 128 threads keep one ring's
+	 * collector busy, docs/PERF.md), a power of two, at most 16 */
+	while (n * 2 <= (uint32_t)nsm / 16 && n < 16)
+		n *= 2;
+	return n;
+}
+
+int gs_cset_alloc(struct gs_cset *cs, uint32_t n, const struct gs_cuda_params *p,
+		  uint32_t ext_shift)
+{
+	int ret;
+
+	memset(cs, 0, sizeof(*cs));
+	if (!n || n > GS_CAM_MAX_SHARDS)
+		return -EINVAL;
+	cs->cr = (struct gs_cring *)calloc(n, sizeof(*cs->cr));
+	if (!cs->cr)
+		return -ENOMEM;
+	cs->n = n;
+	ret = gs_cuda_err(cudaMalloc(&cs->dcams, n * sizeof(struct gs_cam)), "cudaMalloc cams");
+	if (!ret)
+		ret = gs_cuda_err(cudaMemset(cs->dcams, 0, n * sizeof(struct gs_cam)), "cams");
+	if (!ret && p->next) {
+		size_t eb = p->next * sizeof(struct gs_cam_ext);
+
+		ret = gs_cuda_err(cudaMalloc(&cs->dext, eb), "cudaMalloc ext");
+		if (!ret)
+			ret = gs_cuda_err(cudaMemcpy(cs->dext, p->ext, eb, cudaMemcpyHostToDevice),
+					  "copy ext");
+	}
+	if (ret)
+		gs_cset_free(cs);
+	return ret;
+}
+
+void gs_cset_prep(struct gs_cset *cs, uint32_t k, uint32_t ext_shift)
+{
+	struct gs_cring *r = &cs->cr[k];
+
+	memset(r, 0, sizeof(*r));
+	r->dcam = &cs->dcams[k];
+	r->dext = cs->dext;
+	r->shards = cs->n > 1 ? cs->dcams : NULL;
+	r->nshard = cs->n;
+	r->shard_id = k;
+	r->ext_shift = ext_shift;
+}
+
+void gs_cset_free(struct gs_cset *cs)
+{
+	/* the others share ring 0's region: it goes last */
+	for (uint32_t k = cs->n; cs->cr && k-- > 0;)
+		if (cs->cr[k].dcam)
+			gs_cring_destroy(&cs->cr[k]);
+	cudaFree(cs->dcams);
+	cudaFree(cs->dext);
+	free(cs->cr);
+	memset(cs, 0, sizeof(*cs));
+}
+
 /*
- * Make the ring and region GPU-visible, build the device gs_cam.  The ring
- * and region are either ours (cudaHostAlloc, host_alloc) or shared memory
- * the caller mapped and registered (attach).
+ * Make the ring and region GPU-visible, build the device gs_cam (in the
+ * set's table at r->dcam).  The ring and region are either ours
+ * (host_alloc) or shared memory the caller mapped and registered (attach).
  */
 int gs_cring_setup_dev(struct gs_cring *r, const struct gs_cuda_params *p, uint32_t cam_ncw,
 		       uint32_t sink_n, uint64_t nblocks)
@@ -113,14 +182,13 @@ int gs_cring_setup_dev(struct gs_cring *r, const struct gs_cuda_params *p, uint3
 		       r->ring->sq_entries);
 		return -EINVAL;
 	}
+	if (!r->dcam)
+		return -EINVAL;
 
 	ret = gs_cuda_err(cudaHostGetDevicePointer(&dring, r->ring, 0), "device pointer (ring)");
 	if (ret)
 		return ret;
 	ret = gs_cuda_err(cudaHostGetDevicePointer(&dbuf, r->buf, 0), "device pointer (buf)");
-	if (ret)
-		return ret;
-	ret = gs_cuda_err(cudaMalloc(&r->dcam, sizeof(struct gs_cam)), "cudaMalloc cam");
 	if (ret)
 		return ret;
 	/* done[] and sink_done[] then dres[] and sink_res[] */
@@ -131,17 +199,6 @@ int gs_cring_setup_dev(struct gs_cring *r, const struct gs_cuda_params *p, uint3
 	ret = gs_cuda_err(cudaMemset(r->ddone, 0xff, words * 8), "memset done words");
 	if (ret)
 		return ret;
-	if (p->next) {
-		size_t eb = p->next * sizeof(struct gs_cam_ext);
-
-		ret = gs_cuda_err(cudaMalloc(&r->dext, eb), "cudaMalloc ext");
-		if (ret)
-			return ret;
-		ret = gs_cuda_err(cudaMemcpy(r->dext, p->ext, eb, cudaMemcpyHostToDevice),
-				  "copy ext");
-		if (ret)
-			return ret;
-	}
 	memset(&h, 0, sizeof(h));
 	h.ring = (struct gs_ring *)dring;
 	h.sq_ctr = (p->flags & GS_CUDA_RING_TICKETS) ? &h.ring->sq_tail : &r->dcam->sq_ticket;
@@ -150,46 +207,58 @@ int gs_cring_setup_dev(struct gs_cring *r, const struct gs_cuda_params *p, uint3
 	h.dres = (int64_t *)(r->ddone + words);
 	h.sink_res = h.dres + cam_ncw;
 	h.sink_mask = sink_n ? sink_n - 1 : 0;
+	h.sink_shift = sink_n ? ilog2(sink_n) : 0;
 	h.buf = (char *)dbuf;
 	h.buf_len = r->buf_len;
 	h.ncw = cam_ncw;
 	h.sq_mask = r->ring->sq_entries - 1;
 	h.cq_mask = r->ring->cq_entries - 1;
 	h.block_shift = ilog2(p->block_size);
+	h.ext_shift = r->ext_shift;
 	h.next = p->next;
 	h.ext = r->dext;
 	h.dev_base = p->dev_off;
 	h.nblocks = nblocks;
+	h.shards = r->shards;
+	h.nshard = r->nshard;
+	h.shard_id = r->shard_id;
 	return gs_cuda_err(cudaMemcpy(r->dcam, &h, sizeof(h), cudaMemcpyHostToDevice), "copy cam");
 }
 
-/* A ring and region of our own in pinned host memory, served by @q. */
+/*
+ * A ring of our own in pinned host memory, served by @q, and a region of
+ * @buf_bytes (or, with @share, @share's region: the CAM rings of a gs_cuda
+ * all address the one region its callers see).  r: gs_cset_prep()'d.
+ */
 static int cring_create(struct gs_cring *r, struct gs_q *q, const struct gs_cuda_params *p,
 			uint32_t sq, uint32_t cam_ncw, uint32_t sink_n, size_t buf_bytes,
-			uint64_t nblocks)
+			uint64_t nblocks, const struct gs_cring *share)
 {
 	/* room for every cqe that can be in flight: the pollers never wait */
 	uint32_t cq = roundup_pow2(cam_ncw + sink_n);
 	size_t rb = gs_ring_bytes(sq, cq, 0);
 	int ret;
 
-	memset(r, 0, sizeof(*r));
 	r->q = q;
 	r->host_alloc = 1;
 	r->ring_bytes = rb;
-	r->buf_len = buf_bytes;
 	r->ring = (struct gs_ring *)gs_cuda_pinned_alloc(rb);
-	r->buf = (char *)gs_cuda_pinned_alloc(buf_bytes);
-	if (!r->ring || !r->buf) {
-		ret = -ENOMEM;
-		goto destroy;
+	if (share) {
+		r->buf = share->buf;
+		r->buf_len = share->buf_len;
+		r->buf_shared = 1;
+	} else {
+		r->buf_len = buf_bytes;
+		r->buf = (char *)gs_cuda_pinned_alloc(buf_bytes);
 	}
+	if (!r->ring || !r->buf)
+		return -ENOMEM;
 	ret = gs_ring_init(r->ring, rb, sq, cq, 0, GS_RING_POLLED);
 	if (ret)
-		goto destroy;
+		return ret;
 	ret = gs_cring_setup_dev(r, p, cam_ncw, sink_n, nblocks);
 	if (ret || !q)
-		goto out;
+		return ret;
 	/*
 	 * No gs_q_register_buffer(): a registered region stays registered (its
 	 * pages pinned by io_uring) until gs_q_close(), and ours is freed with
@@ -198,15 +267,9 @@ static int cring_create(struct gs_cring *r, struct gs_q *q, const struct gs_cuda
 	 */
 	ret = gs_q_ring_add(q, r->ring, r->buf, r->buf_len);
 	if (ret)
-		goto destroy;
+		return ret;
 	r->added = 1;
 	return 0;
-out:
-	if (!ret)
-		return 0;
-destroy:
-	gs_cring_destroy(r);
-	return ret;
 }
 
 /* Fill in defaults and check; @cap: device bytes (for nblocks). */
@@ -220,9 +283,11 @@ int gs_cuda_params_fix(struct gs_cuda_params *p, uint64_t cap)
 		p->ncw = p->sq_entries;
 	if (!p->buf_bytes)
 		p->buf_bytes = DEF_BUF;
+	if (!p->nrings)
+		p->nrings = gs_cuda_default_rings(p->device);
 	if (!is_pow2(p->block_size) || p->block_size < 512 || !is_pow2(p->sq_entries) ||
 	    !is_pow2(p->ncw) || (p->ext && !p->next) || (p->next && !p->ext) ||
-	    p->buf_bytes % p->block_size)
+	    p->buf_bytes % p->block_size || p->nrings > GS_CUDA_MAX_RINGS)
 		return -EINVAL;
 	if (!p->nblocks) {
 		if (p->next) {
@@ -234,6 +299,23 @@ int gs_cuda_params_fix(struct gs_cuda_params *p, uint64_t cap)
 				return -EINVAL;
 			p->nblocks = (cap - p->dev_off) / p->block_size;
 		}
+	}
+	return 0;
+}
+
+/*
+ * A block over several extents takes a ticket per device run, and a warp
+ * reserves its lanes' tickets at once: 32 blocks' worth must fit in the
+ * words (gs_cam_reserve() waits for the oldest of them to retire).
+ */
+int gs_cuda_check_pieces(struct gs_cuda *c)
+{
+	c->max_pieces = gs_cam_max_pieces(c->ext, c->p.next, ilog2(c->p.block_size),
+					   c->ext_shift);
+	if (c->max_pieces > GS_CAM_MAX_PIECES || 32ull * c->max_pieces > c->p.ncw) {
+		gs_err("cuda: a block spans %u extents: too many for %u requests in flight",
+		       c->max_pieces, c->p.ncw);
+		return -EINVAL;
 	}
 	return 0;
 }
@@ -250,39 +332,58 @@ int gs_cuda_open(struct gs_cuda **cp, struct gs_q *q, const struct gs_cuda_param
 	ret = gs_q_geometry(q, &g);
 	if (ret)
 		return ret;
+	ret = gs_cuda_err(cudaSetDevice(p.device), "cudaSetDevice");
+	if (ret)
+		return ret;
 	ret = gs_cuda_params_fix(&p, g.capacity);
 	if (ret)
 		return ret;
 	if (p.block_size < g.lba_size)
 		return -EINVAL;
-	ret = gs_cuda_err(cudaSetDevice(p.device), "cudaSetDevice");
-	if (ret)
-		return ret;
 	c = (struct gs_cuda *)calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
 	c->q = q;
 	c->p = p;
-	c->p.ext = NULL;	/* not ours to keep: the device has its copy */
-	ret = cring_create(&c->cr, q, &p, p.sq_entries, p.ncw, 0, p.buf_bytes, p.nblocks);
-	if (ret) {
-		free(c);
-		return ret;
-	}
+	c->p.ext = NULL;	/* not ours to keep: ours is c->ext */
+	c->ext_shift = ilog2(p.block_size);
 	if (p.next) {
 		c->ext = (struct gs_cam_ext *)malloc(p.next * sizeof(*c->ext));
-		if (c->ext)
-			memcpy(c->ext, p.ext, p.next * sizeof(*c->ext));
+		if (!c->ext) {
+			ret = -ENOMEM;
+			goto free_c;
+		}
+		memcpy(c->ext, p.ext, p.next * sizeof(*c->ext));
 	}
+	ret = gs_cuda_check_pieces(c);
+	if (ret)
+		goto free_c;
+	ret = gs_cset_alloc(&c->cs, p.nrings, &p, c->ext_shift);
+	if (ret)
+		goto free_c;
+	/* every ring its own tickets and words, all over the one region */
+	for (uint32_t k = 0; k < p.nrings && !ret; k++) {
+		gs_cset_prep(&c->cs, k, c->ext_shift);
+		ret = cring_create(&c->cs.cr[k], q, &p, p.sq_entries, p.ncw, 0, p.buf_bytes,
+				   p.nblocks, k ? &c->cs.cr[0] : NULL);
+	}
+	if (ret)
+		goto free_set;
 	*cp = c;
 	return 0;
+free_set:
+	gs_cset_free(&c->cs);
+free_c:
+	free(c->ext);
+	free(c);
+	return ret;
 }
 
 void gs_cuda_close(struct gs_cuda *c)
 {
 	if (!c)
 		return;
-	gs_cring_destroy(&c->cr);
+	gs_cset_free(&c->cs);
 	if (c->detach)
 		c->detach(c);
 	free(c->ext);
@@ -291,14 +392,14 @@ void gs_cuda_close(struct gs_cuda *c)
 
 struct gs_cam *gs_cuda_cam(struct gs_cuda *c)
 {
-	return c->cr.dcam;
+	return c->cs.cr[0].dcam;
 }
 
 void *gs_cuda_buf(struct gs_cuda *c, size_t *len)
 {
 	if (len)
-		*len = c->cr.buf_len;
-	return c->cr.buf;
+		*len = c->cs.cr[0].buf_len;
+	return c->cs.cr[0].buf;
 }
 
 uint32_t gs_cuda_block_size(struct gs_cuda *c)
@@ -311,20 +412,39 @@ uint64_t gs_cuda_nblocks(struct gs_cuda *c)
 	return c->p.nblocks;
 }
 
+uint32_t gs_cuda_nrings(struct gs_cuda *c)
+{
+	return c->cs.n;
+}
+
+/* The first sticky error among the set's shards (0 or -errno). */
+static int cset_error(struct gs_cset *cs)
+{
+	for (uint32_t k = 0; k < cs->n; k++) {
+		int64_t err = 0;
+		int ret = gs_cuda_err(cudaMemcpy(&err, &cs->dcams[k].err, sizeof(err),
+						 cudaMemcpyDeviceToHost), "read error");
+
+		if (ret)
+			return ret;
+		if (err)
+			return (int)err;
+	}
+	return 0;
+}
+
 int gs_cuda_error(struct gs_cuda *c)
 {
-	int64_t err = 0;
-	int ret = gs_cuda_err(cudaMemcpy(&err, &c->cr.dcam->err, sizeof(err),
-					 cudaMemcpyDeviceToHost), "read error");
-
-	return ret ? ret : (int)err;
+	return cset_error(&c->cs);
 }
 
 /* ---- BaM arrays ---- */
 
 struct gs_cuda_array {
 	struct gs_cuda *c;
-	struct gs_cring cr;	/* the misses' own ring and bounce region */
+	/* the misses' own rings, each with its bounce slots (its share of nio)
+	 * in a region of its own; NVMe mode: one, for the bounce region */
+	struct gs_cset cs;
 	struct gs_bam h;	/* host copy: device pointers */
 	struct gs_bam *d;
 	/* NVMe mode */
@@ -386,11 +506,12 @@ static int nvme_setup(struct gs_cuda_array *a, const struct gs_cuda_array_params
 			return ret;
 	}
 	/* bounce slots: the controller sees them at their host addresses */
-	ret = gs_swnvme_map(a->sw, (uintptr_t)a->cr.buf, a->cr.buf, a->cr.buf_len);
+	ret = gs_swnvme_map(a->sw, (uintptr_t)a->cs.cr[0].buf, a->cs.cr[0].buf,
+			    a->cs.cr[0].buf_len);
 	if (ret)
 		return ret;
 	a->h.nvme_nq = a->nq;
-	a->h.prp_base = (uintptr_t)a->cr.buf;
+	a->h.prp_base = (uintptr_t)a->cs.cr[0].buf;
 	a->h.lba_shift = gs_swnvme_lba_shift(a->sw);
 	a->h.nsid = 1;
 	return 0;
@@ -422,7 +543,7 @@ static void array_free(struct gs_cuda_array *a)
 	for (uint32_t i = 0; i < a->nq; i++)
 		cudaFree(a->nvq_state[i]);
 	cudaFree(a->h.nvmeq);
-	gs_cring_destroy(&a->cr);
+	gs_cset_free(&a->cs);
 	free(a);
 }
 
@@ -440,6 +561,7 @@ int gs_cuda_array_open(struct gs_cuda_array **ap, struct gs_cuda *c,
 	struct gs_cuda_array *a;
 	struct gs_cuda_params rp = c ? c->p : gs_cuda_params{};
 	uint64_t line, nblocks;
+	uint32_t nr, per, sq, ext_shift;
 	int ret;
 
 	if (!p.cache_bytes)
@@ -460,8 +582,22 @@ int gs_cuda_array_open(struct gs_cuda_array **ap, struct gs_cuda *c,
 	}
 	line = rp.block_size;
 	nblocks = rp.nblocks;
-	if (!is_pow2(p.nio) || p.cache_bytes < 64 * line)
+	if (!is_pow2(p.nio) || p.cache_bytes < 64 * line || p.nrings > GS_CUDA_MAX_RINGS ||
+	    (p.nrings && !is_pow2(p.nrings)))
 		return -EINVAL;
+	/*
+	 * Rings: NVMe mode needs only the bounce region (misses are NVMe
+	 * commands); the ring mode takes the gs_cuda's count (a power of two:
+	 * the slots split evenly), each ring at least 32 slots, and in attach
+	 * mode no more than the connection has left.
+	 */
+	nr = p.backend == GS_BAM_NVME ? 1 : p.nrings ? p.nrings : roundup_pow2(c->cs.n);
+	while (nr > 1 && p.nio / nr < 32)
+		nr /= 2;
+	if (c && !c->q && p.backend == GS_BAM_RING)
+		while (nr > 1 && c->att_rings + nr > GS_ATT_MAX_RINGS)
+			nr /= 2;
+	per = p.nio / nr;
 	a = (struct gs_cuda_array *)calloc(1, sizeof(*a));
 	if (!a)
 		return -ENOMEM;
@@ -469,16 +605,26 @@ int gs_cuda_array_open(struct gs_cuda_array **ap, struct gs_cuda *c,
 	a->sw = p.swnvme;
 	rp.ext = c ? c->ext : NULL;
 	rp.next = c ? c->p.next : 0;
+	ext_shift = c ? c->ext_shift : ilog2(line);
 	/* a slot for every request in flight: the bounce slots' and 2 of the cam's */
-	rp.sq_entries = roundup_pow2(p.nio + 2 > rp.sq_entries ? p.nio + 2 : rp.sq_entries);
-	/* the cam's own tickets (device flushes): 2 words; the bounce slots: sinks */
-	if (p.backend == GS_BAM_NVME || c->q)
-		ret = cring_create(&a->cr, p.backend == GS_BAM_NVME ? NULL : c->q, &rp,
-				   rp.sq_entries, 2, p.nio, (size_t)p.nio * line, nblocks);
-	else
-		ret = c->attach_ring ? c->attach_ring(c, &a->cr, &rp, rp.sq_entries, 2, p.nio,
-						      (size_t)p.nio * line) : -EOPNOTSUPP;
+	sq = roundup_pow2(per + 2);
+	ret = gs_cset_alloc(&a->cs, nr, &rp, ext_shift);
 	if (ret) {
+		free(a);
+		return ret;
+	}
+	/* the cam's own tickets (device flushes): 2 words; the bounce slots: sinks */
+	for (uint32_t k = 0; k < nr && !ret; k++) {
+		gs_cset_prep(&a->cs, k, ext_shift);
+		if (p.backend == GS_BAM_NVME || c->q)
+			ret = cring_create(&a->cs.cr[k], p.backend == GS_BAM_NVME ? NULL : c->q,
+					   &rp, sq, 2, per, (size_t)per * line, nblocks, NULL);
+		else
+			ret = c->attach_ring ? c->attach_ring(c, &a->cs.cr[k], &rp, sq, 2, per,
+							      (size_t)per * line) : -EOPNOTSUPP;
+	}
+	if (ret) {
+		gs_cset_free(&a->cs);
 		free(a);
 		return ret;
 	}
@@ -490,7 +636,7 @@ int gs_cuda_array_open(struct gs_cuda_array **ap, struct gs_cuda *c,
 	h->nio_shift = ilog2(p.nio);
 	h->npages = nblocks;
 	h->bounce_off = 0;
-	h->cam = a->cr.dcam;
+	h->cam = a->cs.cr[0].dcam;
 	if ((ret = array_alloc((void **)&h->pst, h->npages * 4, 0, "cache page states")) ||
 	    (ret = array_alloc((void **)&h->pslot, h->npages * 4, 0, "cache page slots")) ||
 	    (ret = array_alloc((void **)&h->slot_page, (size_t)h->nslots * 8, 0xff,
@@ -575,8 +721,7 @@ int gs_cuda_array_error(struct gs_cuda_array *a)
 			      "read error");
 
 	if (!ret)
-		ret = gs_cuda_err(cudaMemcpy(&e2, &a->cr.dcam->err, sizeof(e2),
-					     cudaMemcpyDeviceToHost), "read error");
+		e2 = cset_error(&a->cs);
 	return ret ? ret : (int)(e1 ? e1 : e2);
 }
 
@@ -598,13 +743,13 @@ static int cring_debug(struct gs_cring *r, char *buf, size_t len)
 	cudaStreamDestroy(s);
 	n = snprintf(buf, len,
 		     "ring sq %llu..%llu cq %llu..%llu | cam tail %llu retire %llu sq_ticket %llu "
-		     "col_lock %llu (thread %lld) cq_head %llu err %lld nerr %llu",
+		     "col_lock %llu (thread %lld) cq_head %llu err %lld nerr %llu sink_ticket %llu",
 		     (unsigned long long)g->sq_head, (unsigned long long)g->sq_tail,
 		     (unsigned long long)g->cq_head, (unsigned long long)g->cq_tail,
 		     (unsigned long long)h.tail, (unsigned long long)h.retire,
 		     (unsigned long long)h.sq_ticket, (unsigned long long)h.col_lock,
 		     (long long)h.col_owner - 1, (unsigned long long)h.cq_head, (long long)h.err,
-		     (unsigned long long)h.nerr);
+		     (unsigned long long)h.nerr, (unsigned long long)h.sink_ticket);
 	/* the pending sq slots' turn words, as ticket offsets: 1 = filled, 0 = free */
 	for (uint64_t t = g->sq_head, k = 0; k < 4 && t < h.sq_ticket && n > 0 && (size_t)n < len;
 	     t++, k++) {
@@ -616,9 +761,23 @@ static int cring_debug(struct gs_cring *r, char *buf, size_t len)
 	return n;
 }
 
+/* Every ring of the set, " || " between them. */
+static int cset_debug(struct gs_cset *cs, char *buf, size_t len)
+{
+	int n = 0;
+
+	for (uint32_t k = 0; k < cs->n && n >= 0 && (size_t)n < len; k++) {
+		if (k)
+			n += snprintf(buf + n, len - n, " || ring %u: ", k);
+		if (n >= 0 && (size_t)n < len)
+			n += cring_debug(&cs->cr[k], buf + n, len - n);
+	}
+	return n;
+}
+
 int gs_cuda_debug(struct gs_cuda *c, char *buf, size_t len)
 {
-	return cring_debug(&c->cr, buf, len);
+	return cset_debug(&c->cs, buf, len);
 }
 
 int gs_cuda_array_debug(struct gs_cuda_array *a, char *buf, size_t len)
@@ -643,6 +802,6 @@ int gs_cuda_array_debug(struct gs_cuda_array *a, char *buf, size_t len)
 		     (long long)h.err, (unsigned long long)turn[0], (unsigned long long)turn[1],
 		     (unsigned long long)turn[2], (unsigned long long)turn[3]);
 	if (n > 0 && (size_t)n < len)
-		n += cring_debug(&a->cr, buf + n, len - n);
+		n += cset_debug(&a->cs, buf + n, len - n);
 	return n;
 }
