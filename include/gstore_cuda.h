@@ -108,6 +108,8 @@ uint32_t gs_cuda_block_size(struct gs_cuda *c);
 uint64_t gs_cuda_nblocks(struct gs_cuda *c);
 /* The CAM rings (shards) the handle has. */
 uint32_t gs_cuda_nrings(struct gs_cuda *c);
+/* The ring count gs_cuda_open() picks for CUDA device @device (nrings 0). */
+uint32_t gs_cuda_default_nrings(int device);
 /* The sticky first error of the queue's requests (0 or -errno). */
 int gs_cuda_error(struct gs_cuda *c);
 

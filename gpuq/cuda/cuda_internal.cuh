@@ -72,8 +72,6 @@ void gs_cset_free(struct gs_cset *cs);
 /* c->max_pieces from its extents; -EINVAL when a warp's blocks could need
  * more requests than the ring's words (gs_cam_reserve() would wait forever). */
 int gs_cuda_check_pieces(struct gs_cuda *c);
-/* The ring count by default: by the GPU's SMs (one ring per 16 or so). */
-uint32_t gs_cuda_default_rings(int device);
 
 /* Completion queues hold a power of two entries. */
 static inline uint32_t roundup_pow2(uint32_t x)

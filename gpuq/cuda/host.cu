@@ -89,7 +89,7 @@ void gs_cring_destroy(struct gs_cring *r)
 
 /* ---- sets of rings ---- */
 
-uint32_t gs_cuda_default_rings(int device)
+uint32_t gs_cuda_default_nrings(int device)
 {
 	int nsm = 0;
 	uint32_t n = 1;
@@ -284,7 +284,7 @@ int gs_cuda_params_fix(struct gs_cuda_params *p, uint64_t cap)
 	if (!p->buf_bytes)
 		p->buf_bytes = DEF_BUF;
 	if (!p->nrings)
-		p->nrings = gs_cuda_default_rings(p->device);
+		p->nrings = gs_cuda_default_nrings(p->device);
 	if (!is_pow2(p->block_size) || p->block_size < 512 || !is_pow2(p->sq_entries) ||
 	    !is_pow2(p->ncw) || (p->ext && !p->next) || (p->next && !p->ext) ||
 	    p->buf_bytes % p->block_size || p->nrings > GS_CUDA_MAX_RINGS)

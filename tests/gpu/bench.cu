@@ -10,7 +10,17 @@
  *   bam-nvme  GPU cache misses as NVMe commands to the software controller
  *   hot       cached array reads vs a device-to-device copy
  * Each figure: one warm-up, then the median of RUNS runs.  Prints lines
- * "RESULT name value unit" for run-all.sh's table.
+ * "RESULT name value unit" for run-all.sh's table, and "RESULT name/raw
+ * ratio x" for the GPU rows against the raw row measured next to them.
+ *
+ * Time.  A GPU run stops issuing at its time cap (GS_BENCH_CAP_S, default
+ * 1.5 x the seconds per run; %globaltimer in the kernel, each warp decides
+ * at the top of a round) and counts what it completed, so a slow row (BaM
+ * through one ring at 132 SMs) costs the same as a fast one.  A row whose
+ * worst case (warm-up + RUNS runs at the cap) would end past the budget
+ * (GS_BENCH_BUDGET_S, default 130 s: run-all.sh gives the bench 150) is
+ * skipped and says so.  Rings: GS_BENCH_RINGS ("0 1": the default count
+ * for this GPU, then one ring, for the comparison).
  *
  *   bench [SECONDS_PER_RUN]
  */
@@ -26,11 +36,38 @@
 static const char *path;
 static uint64_t nblocks, nread;
 static double secs = 1.5;
+static double t_start, budget_s = 130, cap_s;
 
 static void result(const char *name, double v, const char *unit, const char *how)
 {
 	printf("RESULT %-28s %12.0f %-6s %s\n", name, v, unit, how);
 	fflush(stdout);
+}
+
+/* A GPU row against the raw row next to it (0: none measured). */
+static void ratio(const char *name, double v, double raw)
+{
+	char n[96];
+
+	if (raw <= 0)
+		return;
+	snprintf(n, sizeof(n), "%s/raw", name);
+	printf("RESULT %-28s %12.2f %-6s %s / %.0f (raw next to it)\n", n, v / raw, "x", name,
+	       raw);
+	fflush(stdout);
+}
+
+/* Room for a row of @runs runs of at most @each seconds in the budget? */
+static bool budget_ok(const char *name, int runs, double each)
+{
+	double left = budget_s - (now_s() - t_start);
+
+	if (runs * each <= left)
+		return true;
+	printf("RESULT %-28s %12s %-6s skipped: %.0f s left of the %.0f s budget, the row "
+	       "may take %.0f s\n", name, "n/a", "", left, budget_s, runs * each);
+	fflush(stdout);
+	return false;
 }
 
 /* CPU seconds of the whole process (pollers included) */
@@ -215,17 +252,35 @@ static void cufile_open(void)
 static struct trace cam_trace;
 static struct gs_cam *cam_dev;
 
+static __device__ uint64_t gtimer(void)
+{
+	uint64_t t;
+
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+	return t;
+}
+
+/* Another round for the whole warp: lane 0's clock against @end (the
+ * warp's calls are collective: its lanes stop together). */
+static __device__ bool warp_goes(uint64_t end)
+{
+	return __shfl_sync(0xffffffffu, (int)(gtimer() < end), 0);
+}
+
 /* warp 0: gs_prefetch + gs_prefetch_sync per thread; 1: gs_prefetch_warp +
- * gs_prefetch_wait (a warp's tickets at once, each thread waits for its own) */
+ * gs_prefetch_wait (a warp's tickets at once, each thread waits for its own).
+ * At most @rounds, none started after @cap_ns; *done counts the reads. */
 static __global__ void cam_kernel(struct gs_cam *q, char *region, uint64_t nread, uint32_t rounds,
 				  uint64_t seed, int warp, unsigned long long *sum,
-				  unsigned long long *tr)
+				  unsigned long long *tr, uint64_t cap_ns,
+				  unsigned long long *done)
 {
 	uint64_t tid = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
 	char *dst = region + tid * BS;
-	unsigned long long s = 0;
+	unsigned long long s = 0, n = 0;
+	uint64_t end = __shfl_sync(0xffffffffu, gtimer(), 0) + cap_ns;
 
-	for (uint32_t r = 0; r < rounds; r++) {
+	for (uint32_t r = 0; r < rounds && warp_goes(end); r++, n++) {
 		uint64_t id = mix(seed ^ (tid << 24) ^ r) % nread, tk = 0;
 
 		trace_mark(tr, tid, r, 0, 1);
@@ -242,6 +297,7 @@ static __global__ void cam_kernel(struct gs_cam *q, char *region, uint64_t nread
 		s += *(volatile uint64_t *)dst;
 	}
 	atomicAdd(sum, s);
+	atomicAdd(done, n);
 }
 
 /* A stuck CAM kernel: the ring's line, then the threads' progress. */
@@ -252,12 +308,13 @@ static int cam_diag(void *arg, char *buf, size_t len)
 }
 
 static __global__ void bam_kernel(struct gs_bam *a, uint64_t nelem, uint32_t rounds, uint64_t seed,
-				  unsigned long long *sum)
+				  unsigned long long *sum, uint64_t cap_ns)
 {
 	uint64_t tid = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
 	unsigned long long s = 0;
+	uint64_t end = __shfl_sync(0xffffffffu, gtimer(), 0) + cap_ns;
 
-	for (uint32_t r = 0; r < rounds; r++)
+	for (uint32_t r = 0; r < rounds && warp_goes(end); r++)
 		s += gs_array_get_u64(a, mix(seed ^ (tid << 24) ^ r) % nelem);
 	atomicAdd(sum, s);
 }
@@ -376,6 +433,8 @@ struct cam_arg {
 	int blocks, threads;
 	uint32_t rounds;
 	unsigned long long *sum;
+	unsigned long long *done;	/* reads completed (device counter) */
+	uint64_t cap_ns;
 };
 
 static void cam_launch(void *p)
@@ -383,7 +442,8 @@ static void cam_launch(void *p)
 	cam_arg *a = (cam_arg *)p;
 
 	cam_kernel<<<a->blocks, a->threads>>>(a->q, a->region, nread, a->rounds,
-					      mix(now_s() * 1e9), 0, a->sum, cam_trace.d);
+					      mix(now_s() * 1e9), 0, a->sum, cam_trace.d,
+					      a->cap_ns, a->done);
 }
 
 struct bam_arg {
@@ -392,13 +452,15 @@ struct bam_arg {
 	uint32_t rounds;
 	uint64_t n;
 	unsigned long long *sum;
+	uint64_t cap_ns;
 };
 
 static void bam_launch(void *p)
 {
 	bam_arg *b = (bam_arg *)p;
 
-	bam_kernel<<<b->blocks, b->threads>>>(b->a, b->n, b->rounds, mix(now_s() * 1e9), b->sum);
+	bam_kernel<<<b->blocks, b->threads>>>(b->a, b->n, b->rounds, mix(now_s() * 1e9), b->sum,
+					      b->cap_ns);
 }
 
 static void hot_launch(void *p)
@@ -427,23 +489,33 @@ static void camw_launch(void *p)
 	cam_arg *a = (cam_arg *)p;
 
 	cam_kernel<<<a->blocks, a->threads>>>(a->q, a->region, nread, a->rounds,
-					      mix(now_s() * 1e9), 1, a->sum, cam_trace.d);
+					      mix(now_s() * 1e9), 1, a->sum, cam_trace.d,
+					      a->cap_ns, a->done);
 }
 
-static void bench_cam(unsigned pollers, double target_iops)
+/*
+ * CAM rows: @nrings rings (0: the default for this GPU), @pollers pollers,
+ * the SM counts of GS_BENCH_SMS, both ways (GS_BENCH_CAM_WAYS), each row's
+ * ratio to @raw (the raw row measured just before).
+ */
+static void bench_cam(unsigned pollers, double target_iops, uint32_t nrings, double raw)
 {
 	struct gs_q *q = open_q(path, pollers, 0);
 	struct gs_cuda_params p = {};
 	struct gs_cuda *c;
-	unsigned long long *sum;
-	std::vector<int> sms = env_list("GS_BENCH_SMS", "1 16 32 132");
-	std::vector<int> ways = env_list("GS_BENCH_CAM_WAYS", "0 1");
+	unsigned long long *sum, *done;
+	std::vector<int> sms = env_list("GS_BENCH_SMS", "16 32 132");
+	std::vector<int> ways = env_list("GS_BENCH_CAM_WAYS", "1");
 	int threads = 128, maxsm = *std::max_element(sms.begin(), sms.end());
 
 	p.buf_bytes = (size_t)maxsm * threads * BS;
 	p.sq_entries = 8192;
+	p.nrings = nrings;
 	OK(gs_cuda_open(&c, q, &p));
+	uint32_t nr = gs_cuda_nrings(c);
+
 	CK(cudaMalloc(&sum, sizeof(*sum)));
+	CK(cudaMalloc(&done, sizeof(*done)));
 	cam_dev = gs_cuda_cam(c);
 	if (getenv("GS_BENCH_TRACE"))
 		trace_open(&cam_trace, maxsm * threads);
@@ -451,34 +523,45 @@ static void bench_cam(unsigned pollers, double target_iops)
 	diag_arg = c;
 	diag_q = q;
 
-	/* way 0: gs_prefetch + gs_prefetch_sync; 1: gs_prefetch_warp + gs_prefetch_wait */
+	/* way 1 (default): gs_prefetch_warp + gs_prefetch_wait; 0: gs_prefetch +
+	 * gs_prefetch_sync (GS_BENCH_CAM_WAYS="1 0" for both) */
 	for (int w : ways)
 	for (int nsm : sms) {
-		cam_arg a = { gs_cuda_cam(c), (char *)gs_cuda_buf(c, NULL), nsm, threads, 0, sum };
+		cam_arg a = { gs_cuda_cam(c), (char *)gs_cuda_buf(c, NULL), nsm, threads, 0, sum,
+			      done, (uint64_t)(cap_s * 1e9) };
 		uint64_t want = (uint64_t)(target_iops * secs);
 		struct gs_q_stats s0, s1;
 		double c0, c1;
+		char name[64], how[192];
 
+		snprintf(name, sizeof(name), "cam%s_p%u_sm%d_r%u", w ? "w" : "", pollers, nsm, nr);
+		if (!budget_ok(name, RUNS + 1, cap_s + 0.5))
+			continue;
+		/* rounds for about secs at the raw rate; the cap ends slower runs */
 		a.rounds = (uint32_t)std::max<uint64_t>(2, want / (a.blocks * threads));
 		gs_q_get_stats(q, &s0);
 		c0 = cpu_s();
 		double iops = median_of([&] {
+			unsigned long long n = 0;
+
 			if (cam_trace.h) {
 				cam_trace.n = nsm * threads;
 				memset(cam_trace.h, 0, cam_trace.n * sizeof(*cam_trace.h));
 			}
-			return a.rounds * (double)a.blocks * threads /
-			       gpu_time(w ? camw_launch : cam_launch, &a);
+			CK(cudaMemset(done, 0, sizeof(*done)));
+			double dt = gpu_time(w ? camw_launch : cam_launch, &a);
+
+			CK(cudaMemcpy(&n, done, sizeof(n), cudaMemcpyDeviceToHost));
+			return n / dt;
 		});
 		c1 = cpu_s();
 		gs_q_get_stats(q, &s1);
-		char name[64], how[160];
-
-		snprintf(name, sizeof(name), "cam%s_p%u_sm%d", w ? "w" : "", pollers, nsm);
-		snprintf(how, sizeof(how), "%d blocks x %d threads, %u pollers%s; %.2f CPU us/IO",
-			 nsm, threads, pollers, w ? ", warp tickets, own waits" : "",
+		snprintf(how, sizeof(how), "%d blocks x %d threads, %u pollers, %u rings%s; "
+			 "%.2f CPU us/IO", nsm, threads, pollers, nr,
+			 w ? ", warp tickets, own waits" : "",
 			 (c1 - c0) * 1e6 / (double)(s1.reqs - s0.reqs));
 		result(name, iops, "IOPS", how);
+		ratio(name, iops, raw);
 	}
 	diag_fn = NULL;
 	diag_q = NULL;
@@ -487,9 +570,11 @@ static void bench_cam(unsigned pollers, double target_iops)
 	gs_cuda_close(c);
 	gs_q_close(q);
 	cudaFree(sum);
+	cudaFree(done);
 }
 
-static void bench_bam(int nvme, double target_iops)
+/* BaM rows (misses through @nrings rings, or NVMe commands), as bench_cam. */
+static void bench_bam(int nvme, double target_iops, uint32_t nrings, double raw)
 {
 	struct gs_q *q = NULL;
 	struct gs_cuda *c = NULL;
@@ -511,7 +596,8 @@ static void bench_bam(int nvme, double target_iops)
 		struct gs_cuda_params p = {};
 
 		q = open_q(path, 2, 0);
-			OK(gs_cuda_open(&c, q, &p));
+		p.nrings = nrings;
+		OK(gs_cuda_open(&c, q, &p));
 	}
 	struct gs_cuda_array_params ap = {};
 	struct gs_cuda_array *a;
@@ -520,16 +606,25 @@ static void bench_bam(int nvme, double target_iops)
 	ap.nio = 4096;
 	ap.backend = nvme ? GS_BAM_NVME : GS_BAM_RING;
 	ap.swnvme = sw;
+	ap.nrings = nrings ? nrings : 0;
 	/* queues and slots: the defaults, as t_bam (8 x 256 hung once in the bench) */
 	OK(gs_cuda_array_open(&a, c, &ap));
 	CK(cudaMalloc(&sum, sizeof(*sum)));
 	diag_fn = (int (*)(void *, char *, size_t))gs_cuda_array_debug;
 	diag_arg = a;
 	diag_q = q;
-	for (int nsm : env_list("GS_BENCH_BAM_SMS", "16 32")) {
-		bam_arg b = { gs_cuda_array_dev(a), nsm, 256, 0, nread * (BS / 8), sum };
+	for (int nsm : env_list("GS_BENCH_BAM_SMS", "16 32 132")) {
+		bam_arg b = { gs_cuda_array_dev(a), nsm, 256, 0, nread * (BS / 8), sum,
+			      (uint64_t)(cap_s * 1e9) };
 		uint64_t want = (uint64_t)(target_iops * secs);
+		char name[64], how[128];
 
+		if (nvme)
+			snprintf(name, sizeof(name), "bam_nvme_sm%d", nsm);
+		else
+			snprintf(name, sizeof(name), "bam_ring_sm%d_r%u", nsm, c ? gs_cuda_nrings(c) : 1);
+		if (!budget_ok(name, RUNS + 1, cap_s + 0.5))
+			continue;
 		b.rounds = (uint32_t)std::max<uint64_t>(2, want / (b.blocks * 256));
 		double iops = median_of([&] {
 			struct gs_cuda_array_stats s0, s1;
@@ -540,12 +635,10 @@ static void bench_bam(int nvme, double target_iops)
 			OK(gs_cuda_array_stats(a, &s1));
 			return (s1.misses - s0.misses) / dt;
 		});
-		char name[64], how[128];
-
-		snprintf(name, sizeof(name), "bam_%s_sm%d", nvme ? "nvme" : "ring", nsm);
 		snprintf(how, sizeof(how), "%d blocks x 256 threads, misses/s, %s", nsm,
 			 nvme ? "4 NVMe queues x 1024" : "2 pollers");
 		result(name, iops, "IOPS", how);
+		ratio(name, iops, raw);
 	}
 	diag_fn = NULL;
 	diag_q = NULL;
@@ -627,19 +720,24 @@ int main(int argc, char **argv)
 	gs_set_log_func(log_to_stderr, NULL);
 	if (argc > 1)
 		secs = atof(argv[1]);
+	t_start = now_s();
+	cap_s = getenv("GS_BENCH_CAP_S") ? atof(getenv("GS_BENCH_CAP_S")) : 1.5 * secs;
+	if (getenv("GS_BENCH_BUDGET_S"))
+		budget_s = atof(getenv("GS_BENCH_BUDGET_S"));
 	path = image_path();
 	nblocks = image_blocks(path);
 	nread = CAM_WR_FIRST(nblocks);
 	CK(cudaFree(0));
-	printf("bench: %s, %.2f GiB, %.1f s per run, median of %d\n", path,
-	       nblocks * (double)BS / (1 << 30), secs, RUNS);
+	printf("bench: %s, %.2f GiB, %.1f s per run (cap %.1f s), median of %d, budget %.0f s, "
+	       "%u rings by default\n", path, nblocks * (double)BS / (1 << 30), secs, cap_s, RUNS,
+	       budget_s, gs_cuda_default_nrings(0));
 
 	const char *only = getenv("GS_BENCH_ONLY");
 	auto want = [&](const char *w) { return !only || strstr(only, w); };
 	double raw_best = 0;
 
 	if (want("cpu")) {
-		std::vector<int> ths = env_list("GS_BENCH_RAW_THREADS", "1 16 64 128");
+		std::vector<int> ths = env_list("GS_BENCH_RAW_THREADS", "16 64 128");
 
 		for (int th : ths) {
 			char name[64], how[64];
@@ -681,22 +779,48 @@ int main(int argc, char **argv)
 	 * The virtio disk changes speed within a run (10-20 % over a minute): a
 	 * raw row next to each section gives its rows a near reference too.
 	 */
-	auto raw_near = [&](const char *name) {
-		if (want("cpu"))
-			result(name, median_of([&] { return cpu_run(M_RAW, 64); }), "IOPS",
-			       "O_DIRECT pread, 64 threads, next to the rows below");
+	auto raw_near = [&](const char *name) -> double {
+		double v;
+
+		if (!want("cpu") || !budget_ok(name, RUNS + 1, secs + 0.2))
+			return 0;
+		v = median_of([&] { return cpu_run(M_RAW, 64); });
+		result(name, v, "IOPS", "O_DIRECT pread, 64 threads, next to the rows below");
+		return v;
+	};
+	/* 0: the default ring count for this GPU; skip a 1 that repeats it */
+	std::vector<int> rings = env_list("GS_BENCH_RINGS", "0 1");
+	uint32_t auto_rings = gs_cuda_default_nrings(0);
+	auto dup_ring = [&](size_t i) {
+		return i && rings[i] == 1 && auto_rings == 1 && rings[0] == 0;
 	};
 
 	if (want("cam"))
-		for (int np : env_list("GS_BENCH_POLLERS", "2 1")) {
-			raw_near(np == 1 ? "raw_near_cam_p1" : "raw_near_cam_p2");
-			bench_cam((unsigned)np, target);
-		}
+		for (int np : env_list("GS_BENCH_POLLERS", "2"))
+			for (size_t i = 0; i < rings.size(); i++) {
+				char rn[64];
+
+				if (dup_ring(i))
+					continue;
+				snprintf(rn, sizeof(rn), "raw_near_cam_p%d_r%d", np, rings[i]);
+				double raw = raw_near(rn);
+
+				bench_cam((unsigned)np, target, (uint32_t)rings[i], raw);
+			}
 	if (want("bam")) {
-		raw_near("raw_near_bam");
-		bench_bam(0, target);
-		bench_bam(1, target);
-		raw_near("raw_after_bam");
+		for (size_t i = 0; i < rings.size(); i++) {
+			char rn[64];
+
+			if (dup_ring(i))
+				continue;
+			snprintf(rn, sizeof(rn), "raw_near_bam_r%d", rings[i]);
+			double raw = raw_near(rn);
+
+			bench_bam(0, target, (uint32_t)rings[i], raw);
+		}
+		double raw = raw_near("raw_near_bam_nvme");
+
+		bench_bam(1, target, 1, raw);
 	}
 	if (want("hot"))
 		bench_hot();
