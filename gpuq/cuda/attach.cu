@@ -136,9 +136,6 @@ int gs_cuda_attach(struct gs_cuda **cp, const char *path, const struct gs_cuda_p
 	p.ext = (const struct gs_cam_ext *)obj.ext;
 	p.next = obj.next;
 	p.nblocks = obj.nblocks;
-	/* one CAM ring: each attach ring has a region of its own, and the CAM
-	 * rings of a handle must share theirs (BaM arrays still get several) */
-	p.nrings = 1;
 	ret = gs_cuda_err(cudaSetDevice(p.device), "cudaSetDevice");
 	if (ret)
 		goto free_ext;
@@ -155,6 +152,9 @@ int gs_cuda_attach(struct gs_cuda **cp, const char *path, const struct gs_cuda_p
 	ret = gs_cuda_check_pieces(c);
 	if (ret)
 		goto close_c;
+	/* one CAM ring: each attach ring has a region of its own, and the CAM
+	 * rings of a handle must share theirs; p.nrings stays what BaM arrays
+	 * over this handle get */
 	ret = gs_cset_alloc(&c->cs, 1, &p, ext_shift);
 	if (ret)
 		goto close_c;

@@ -587,11 +587,12 @@ int gs_cuda_array_open(struct gs_cuda_array **ap, struct gs_cuda *c,
 		return -EINVAL;
 	/*
 	 * Rings: NVMe mode needs only the bounce region (misses are NVMe
-	 * commands); the ring mode takes the gs_cuda's count (a power of two:
+	 * commands); the ring mode takes the gs_cuda's count (its nrings, also
+	 * in attach mode where its CAM has one ring; a power of two:
 	 * the slots split evenly), each ring at least 32 slots, and in attach
 	 * mode no more than the connection has left.
 	 */
-	nr = p.backend == GS_BAM_NVME ? 1 : p.nrings ? p.nrings : roundup_pow2(c->cs.n);
+	nr = p.backend == GS_BAM_NVME ? 1 : p.nrings ? p.nrings : roundup_pow2(c->p.nrings);
 	while (nr > 1 && p.nio / nr < 32)
 		nr /= 2;
 	if (c && !c->q && p.backend == GS_BAM_RING)

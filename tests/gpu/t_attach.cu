@@ -16,10 +16,33 @@
  * checks those blocks through the mount afterwards (`t_attach check`).
  *
  *   t_attach check FILE NPROC        host check through the mount
+ *
+ *   t_attach bs FILE BS [ROUNDS]     attach with blocks of BS bytes (4 KiB to
+ *                                    1 MiB; the file's extents need not be
+ *                                    aligned to them): CAM reads of random
+ *                                    blocks both ways (gs_prefetch,
+ *                                    gs_prefetch_warp) and BaM gets over
+ *                                    lines of BS, every word checked
  */
+#include <algorithm>
+
 #include "common.cuh"
 
 #define WBLK	64u
+
+/* Block @id of @bs bytes at @dst against the pattern: bad words into *bad. */
+static __device__ void count_bad(const char *dst, uint64_t id, uint64_t bs,
+				 unsigned long long *bad, unsigned long long *count)
+{
+	const volatile uint64_t *w = (const volatile uint64_t *)dst;
+	unsigned long long b = 0;
+
+	for (uint64_t i = 0; i < bs / 8; i++)
+		b += w[i] != pattern(id * bs + i * 8);
+	if (b)
+		atomicAdd(bad, b);
+	atomicAdd(count, 1);
+}
 
 static __global__ void read_kernel(struct gs_cam *q, char *region, uint64_t nread, uint32_t rounds,
 				   uint64_t seed, unsigned long long *bad,
@@ -34,14 +57,7 @@ static __global__ void read_kernel(struct gs_cam *q, char *region, uint64_t nrea
 		if (gs_prefetch(q, &id, 1, dst))
 			atomicAdd(bad, 1ull << 32);
 		gs_prefetch_sync(q);
-		const volatile uint64_t *w = (const volatile uint64_t *)dst;
-		unsigned long long b = 0;
-
-		for (uint32_t i = 0; i < BS / 8; i++)
-			b += w[i] != pattern(id * BS + i * 8);
-		if (b)
-			atomicAdd(bad, b);
-		atomicAdd(count, 1);
+		count_bad(dst, id, BS, bad, count);
 	}
 }
 
@@ -92,6 +108,87 @@ static __global__ void readback_kernel(struct gs_cam *q, char *region, uint64_t 
 			atomicAdd(bad, 1ull);
 }
 
+/* Blocks of @bs: lane t reads random blocks into its slot, warp-wise or alone. */
+static __global__ void bs_kernel(struct gs_cam *q, char *region, uint64_t bs, uint64_t nblk,
+				 uint32_t rounds, uint64_t seed, int warp,
+				 unsigned long long *bad, unsigned long long *count)
+{
+	uint64_t tid = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	char *dst = region + tid * bs;
+
+	for (uint32_t r = 0; r < rounds; r++) {
+		uint64_t id = mix(seed ^ (tid << 20) ^ r) % nblk, tk;
+		int e;
+
+		if (warp) {
+			e = gs_prefetch_warp(q, id, dst, &tk);
+			e = e ? e : gs_prefetch_wait(q, tk);
+		} else {
+			e = gs_prefetch(q, &id, 1, dst);
+			e = e ? e : gs_prefetch_sync(q);
+		}
+		if (e)
+			atomicAdd(bad, 1ull << 32);
+		count_bad(dst, id, bs, bad, count);
+	}
+}
+
+/* t_attach bs FILE BS [ROUNDS] */
+static int bs_main(const char *file, uint64_t bs, int rounds)
+{
+	struct gs_cuda_params p = {};
+	struct gs_cuda_array_params ap = {};
+	struct gs_cuda_array *arr;
+	struct gs_cuda *c;
+	unsigned long long *bad, *count;
+	uint32_t nth = (uint32_t)std::min<uint64_t>(1024, std::max<uint64_t>(64, (64ull << 20) / bs));
+	int fails = 0, ret;
+
+	p.block_size = (uint32_t)bs;
+	p.buf_bytes = nth * bs;
+	ret = gs_cuda_attach(&c, file, &p);
+	if (ret) {
+		printf("t_attach bs %llu: attach: %s\n", (unsigned long long)bs, strerror(-ret));
+		return 1;
+	}
+	char *region = (char *)gs_cuda_buf(c, NULL);
+	/* below the blocks the two-process run rewrites at the file's end */
+	uint64_t nblk = gs_cuda_nblocks(c) - (8ull * WBLK * BS + bs - 1) / bs;
+
+	CK(cudaMallocManaged(&bad, 2 * sizeof(*bad)));
+	count = bad + 1;
+	for (int warp = 0; warp < 2; warp++) {
+		*bad = *count = 0;
+		bs_kernel<<<nth / 32, 32>>>(gs_cuda_cam(c), region, bs, nblk, rounds,
+					    mix(bs + warp), warp, bad, count);
+		kernel_wait("attach bs read", 90, [&](char *b, size_t n) {
+			return gs_cuda_debug(c, b, n);
+		});
+		printf("t_attach bs %llu: cam%s: %llu random blocks of %llu: %llu bad words, "
+		       "%llu errors\n", (unsigned long long)bs, warp ? " warp" : "", *count,
+		       (unsigned long long)nblk, *bad & 0xffffffffull, *bad >> 32);
+		fails += *bad != 0 || *count != (unsigned long long)nth * rounds;
+	}
+	/* BaM with lines of bs: bounce slots bs each, 64 MiB of them */
+	ap.cache_bytes = std::max<uint64_t>(64 * bs, 32u << 20);
+	ap.nio = (uint32_t)std::max<uint64_t>(32, std::min<uint64_t>(4096, (64ull << 20) / bs));
+	OK(gs_cuda_array_open(&arr, c, &ap));
+	*bad = 0;
+	bam_kernel<<<16, 256>>>(gs_cuda_array_dev(arr), nblk * (bs / 8), rounds, mix(bs + 7), bad);
+	kernel_wait("attach bs bam", 90,
+		    [&](char *b, size_t n) { return gs_cuda_array_debug(arr, b, n); });
+	printf("t_attach bs %llu: bam: %llu random u64 gets over %llu-byte lines: %llu bad, "
+	       "error %d\n", (unsigned long long)bs, 16ull * 256 * rounds, (unsigned long long)bs,
+	       *bad, gs_cuda_array_error(arr));
+	fails += *bad != 0 || gs_cuda_array_error(arr) != 0;
+	gs_cuda_array_close(arr);
+	fails += gs_cuda_error(c) != 0;
+	gs_cuda_close(c);
+	CK(cudaFree(bad));
+	printf("t_attach bs %llu: %s\n", (unsigned long long)bs, fails ? "FAIL" : "PASS");
+	return fails ? 1 : 0;
+}
+
 static uint64_t first_wblock(uint64_t nblocks, int id)
 {
 	return nblocks - WBLK * (uint64_t)(id + 1);
@@ -135,6 +232,8 @@ int main(int argc, char **argv)
 	gs_set_log_func(log_to_stderr, NULL);
 	if (argc == 4 && !strcmp(argv[1], "check"))
 		return check(argv[2], atoi(argv[3]));
+	if (argc >= 4 && !strcmp(argv[1], "bs"))
+		return bs_main(argv[2], strtoull(argv[3], NULL, 0), argc > 4 ? atoi(argv[4]) : 4);
 	if (argc < 3) {
 		fprintf(stderr, "usage: t_attach FILE ID [BLOCKS THREADS ROUNDS] | check FILE N\n");
 		return 1;

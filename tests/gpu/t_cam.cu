@@ -137,9 +137,10 @@ static int run(const char *path, uint64_t nblocks, unsigned flags, int blocks, i
 	trace_close(&tr);
 	double dt = now_s() - t0;
 
-	printf("cam[%s]: %llu random 4 KiB reads by %d x %d threads: %llu bad words, "
+	printf("cam[%s]: %llu random 4 KiB reads by %d x %d threads on %u rings: %llu bad words, "
 	       "%llu issue errors (%.0f IOPS)\n", flags ? "ring-tail" : "dev-tickets", *count,
-	       blocks, threads, *bad & 0xffffffffull, *bad >> 32, *count / dt);
+	       blocks, threads, gs_cuda_nrings(c), *bad & 0xffffffffull, *bad >> 32,
+	       *count / dt);
 	fails += *bad != 0 || *count != (unsigned long long)blocks * threads * rounds;
 
 	/* write, flush, check from the host, read back on the GPU */
