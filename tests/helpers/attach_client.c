@@ -8,6 +8,12 @@
  *                                     block in a shuffled order through a ring
  *                                     served by the daemon's pollers; write its
  *                                     bytes to OUT in file order
+ *   attach_client read FILE OUT BS    the same in blocks of BS bytes, opened as
+ *                                     gs_cuda_attach() opens (extents in the
+ *                                     filesystem's unit unless aligned to BS),
+ *                                     a block over extents read as one request
+ *                                     per device run (gs_cam_piece(), the code
+ *                                     GPU lanes run), holes as zeros
  *   attach_client write FILE SRC BLK  write SRC's bytes (whole 4 KiB blocks) to
  *                                     FILE at block BLK through a ring, FLUSH,
  *                                     then SYNC so that the daemon (and the
@@ -31,6 +37,7 @@
 
 #include "gstore.h"
 #include "gstore_attach.h"
+#include "gstore_cuda_cam.h"
 
 #define BS		4096u
 #define SLOTS		64u	/* requests in flight (ring slots, buffer blocks) */
@@ -48,6 +55,21 @@ static int64_t dev_off(const struct gs_attach_obj *o, uint64_t b)
 		if (b >= o->ext[i].blk && b < o->ext[i].blk + o->ext[i].nblk)
 			return (int64_t)(o->ext[i].dev_off + (b - o->ext[i].blk) * BS);
 	return -1;
+}
+
+static void kick(const struct gs_attach_ring *r);
+
+/* A read of @len bytes at device offset @off into region offset @buf, word @slot. */
+static void submit_at(struct gs_attach_ring *r, uint64_t off, uint32_t len, uint64_t buf,
+		      uint32_t slot)
+{
+	struct gs_sqe e = { .op = GS_OP_READ, .flags = GS_SQE_BUF_OFF | GS_SQE_CW, .len = len,
+			    .off = off, .buf = buf, .tag = slot, .cw = slot };
+
+	gs_cw_arm(r->ring, slot);
+	gs_sq_push(r->ring, &e);
+	if (gs_sq_need_kick(r->ring))
+		kick(r);
 }
 
 static void kick(const struct gs_attach_ring *r)
@@ -174,6 +196,89 @@ static int cmd_read(const char *path, const char *out)
 	return 0;
 }
 
+/* read FILE OUT BS: blocks of @bs in a shuffled order, piece by piece. */
+static int cmd_read_bs(const char *path, const char *out, uint32_t bs)
+{
+	char full[PATH_MAX], mnt[PATH_MAX], sock[PATH_MAX];
+	struct gs_attach_obj o;
+	struct gs_attach_ring r;
+	struct gs_attach *a;
+	struct gs_cam c = { 0 };
+	uint64_t *order, reqs = 0, maxp = 0;
+	uint32_t es;
+	const char *rel;
+	char *data;
+	FILE *f;
+	int ret;
+
+	ret = gs_attach_split(path, full, mnt, sizeof(mnt), &rel);
+	if (!ret)
+		ret = gs_attach_sock_path(mnt, sock, sizeof(sock));
+	if (!ret)
+		ret = gs_attach_connect(&a, sock);
+	if (!ret)
+		ret = gs_attach_open_blocks(a, rel, bs, 0, &o, &es);
+	if (ret)
+		die(path, ret);
+	ret = gs_attach_ring(a, SLOTS, SLOTS, SLOTS, bs, 0, &r);
+	if (ret)
+		die("ring", ret);
+	c.ext = (const struct gs_cam_ext *)o.ext;	/* one layout (gstore_cuda.h) */
+	c.next = o.next;
+	c.ext_shift = es;
+	c.block_shift = (uint32_t)__builtin_ctz(bs);
+	c.nblocks = o.nblocks;
+	data = malloc(o.nblocks * bs + 1);
+	order = malloc((o.nblocks + 1) * sizeof(*order));
+	if (!data || !order)
+		die("malloc", ENOMEM);
+	srand(getpid());
+	for (uint64_t i = 0; i < o.nblocks; i++)
+		order[i] = i;
+	for (uint64_t i = o.nblocks; i > 1; i--) {
+		uint64_t j = (uint64_t)rand() % i, t = order[i - 1];
+
+		order[i - 1] = order[j];
+		order[j] = t;
+	}
+	for (uint64_t i = 0; i < o.nblocks; i++) {
+		uint64_t b = order[i], dev, k = 0;
+		uint32_t boff, len, np = 0;
+
+		memset(r.buf, 0, bs);	/* what no extent maps reads as zeros */
+		for (;;) {	/* the block's pieces, SLOTS at a time */
+			uint32_t n = 0, want[SLOTS];
+
+			while (n < SLOTS && gs_cam_piece(&c, b, (uint32_t)k, &dev, &boff, &len)) {
+				submit_at(&r, dev, len, boff, n);
+				want[n++] = len;
+				k++;
+			}
+			for (uint32_t j = 0; j < n; j++)
+				wait_slot(&r, j, want[j]);
+			np += n;
+			if (n < SLOTS)
+				break;
+		}
+		reqs += np;
+		maxp = np > maxp ? np : maxp;
+		memcpy(data + b * bs, r.buf, bs);
+	}
+	f = fopen(out, "w");
+	if (!f || fwrite(data, 1, o.size, f) != o.size || fclose(f))
+		die(out, errno);
+	printf("read %llu blocks of %u through ring %llu: %llu requests, at most %llu a block, "
+	       "%u extents of %u bytes\n", (unsigned long long)o.nblocks, bs,
+	       (unsigned long long)r.id, (unsigned long long)reqs, (unsigned long long)maxp,
+	       o.next, 1u << es);
+	free(data);
+	free(order);
+	free(o.ext);
+	gs_attach_ring_unmap(&r);
+	gs_attach_close(a);
+	return 0;
+}
+
 static int cmd_write(const char *path, const char *src, uint64_t blk)
 {
 	struct gs_attach_obj o;
@@ -242,13 +347,15 @@ int main(int argc, char **argv)
 {
 	if (argc == 4 && !strcmp(argv[1], "read"))
 		return cmd_read(argv[2], argv[3]);
+	if (argc == 5 && !strcmp(argv[1], "read"))
+		return cmd_read_bs(argv[2], argv[3], (uint32_t)strtoul(argv[4], NULL, 0));
 	if (argc == 5 && !strcmp(argv[1], "write"))
 		return cmd_write(argv[2], argv[3], strtoull(argv[4], NULL, 0));
 	if (argc == 4 && !strcmp(argv[1], "open"))
 		return cmd_open(NULL, argv[2], argv[3]);
 	if (argc == 5 && !strcmp(argv[1], "openat"))
 		return cmd_open(argv[2], argv[3], argv[4]);
-	fprintf(stderr, "usage: attach_client read FILE OUT | write FILE SRC BLK | open FILE r|w |"
+	fprintf(stderr, "usage: attach_client read FILE OUT [BS] | write FILE SRC BLK | open FILE r|w |"
 		" openat MNT REL r|w\n");
 	return 1;
 }
