@@ -255,7 +255,8 @@ class CudaArray(Closable):
         self._c = self._g = None
         self._rows_dev = None
         self._tier_fd = -1
-        self.array = array if isinstance(array, Array) else Array(array, **array_kw)
+        self._own_array = not isinstance(array, Array)	# ours to close, then
+        self.array = array if not self._own_array else Array(array, **array_kw)
         self.path = self.array.path
         self.device = device
         if engine not in ("auto", "gather", "rows"):
@@ -304,6 +305,8 @@ class CudaArray(Closable):
             os.close(self._tier_fd)
             self._tier_fd = -1
         self._rows_dev = None
+        if getattr(self, "_own_array", False):
+            self.array.close()	# an open file would keep the mount busy
 
     @staticmethod
     def has_gather():

@@ -339,6 +339,14 @@ for gather in (False, True):
                 raise AssertionError("a bad out did not fail")
             except gstore.GstoreError as e:
                 assert e.errno == errno.EINVAL
+    # a CudaArray closes the Array it opened (an open file keeps the mount busy), not
+    # one it was given
+    mine = gstore.CudaArray(p)
+    mine.close()
+    given = gstore.open_array(p)
+    gstore.CudaArray(given).close()
+    assert mine.array.fileno() == -1 and given.fileno() >= 0
+    given.close()
     try:
         gstore.CudaArray(p, engine="gather" if not gather else "bogus")
         raise AssertionError("no engine error")
