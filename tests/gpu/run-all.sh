@@ -138,7 +138,7 @@ if [[ $topok == 1 ]] && ! skip fs; then
 	# attach with every block size gs_cuda_attach(3) allows, over an array whose extents
 	# are not aligned to them (appends to two files taking turns: 12 KiB extents)
 	{
-		for i in $(seq 0 1023); do
+		for i in $(seq 0 511); do
 			dd if="$B/src.bin" bs=12k skip=$i count=1 status=none >>"$MNT/arrays/frag"
 			head -c 12288 /dev/zero >>"$MNT/arrays/frag_other"
 		done
@@ -226,7 +226,7 @@ if ! skip bench; then
 	# time-capped rows, and rows that would not fit skipped with a line saying so
 	bto=${GS_BENCH_TIMEOUT:-150}
 	GS_BENCH_BUDGET_S=${GS_BENCH_BUDGET_S:-$((bto - 20))} GS_BENCH_ONLY=${GS_BENCH_ONLY:-cpu cam bam} \
-		timeout -k 5 "$bto" $B/bench "${GS_BENCH_SECS:-1}" >"$OUT/bench.log" 2>&1
+		timeout -k 5 "$bto" $B/bench "${GS_BENCH_SECS:-0.7}" >"$OUT/bench.log" 2>&1
 	rc=$?
 	echo "bench: exit $rc"
 	case $rc in
