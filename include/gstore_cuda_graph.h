@@ -21,7 +21,9 @@
  *                     CAM requests into one half of a pinned staging region
  *                     while the GPU works on the other half, and processed
  *                     page by page: each byte is read once per pass, in
- *                     large requests, instead of 4 KiB misses.
+ *                     large requests, instead of 4 KiB misses.  A BFS level
+ *                     goes bottom-up (the unvisited vertices' lists, in-lists
+ *                     of a directed graph) when that reads fewer pages.
  *
  * Pages are decoded on the GPU (gstore_graph_dev.h): fixed-width and
  * delta/varint lists, weights, large vertices split over several pages.
@@ -58,6 +60,9 @@ struct gs_cuda_graph;
 enum {
 	GS_CUDA_GRAPH_BAM = 0,	/* lists through the GPU page cache */
 	GS_CUDA_GRAPH_CAM = 1,	/* pages by pass: sorted, coalesced, staged */
+	/* BFS by pass, one direction only (CAM chooses per level) */
+	GS_CUDA_GRAPH_CAM_TOPDOWN = 2,
+	GS_CUDA_GRAPH_CAM_BOTTOMUP = 3,	/* where allowed: not with removed vertices */
 };
 
 struct gs_cuda_graph_params {
@@ -84,7 +89,7 @@ struct gs_cuda_graph_stats {
 	uint64_t bytes_read;	/* device bytes read (CAM requests, cache misses) */
 	uint64_t requests;	/* device requests */
 	uint32_t passes;	/* BFS levels, CC sweeps or rounds, sampling hops */
-	uint32_t rsvd;
+	uint32_t bottom_up;	/* BFS levels done bottom-up (CAM mode) */
 };
 
 /* depth (GPU memory, nv int32): hops from vertex index @src, -1 unreached;
@@ -141,9 +146,17 @@ struct gs_cgraph {
 	uint64_t first_block[2];
 	const uint8_t *removed;		/* nv bits, or NULL */
 	struct gs_bam *bam;		/* line = page = block of the layout */
+	const uint8_t *vmap[2];		/* bit v: v has a list (NULL: not known) */
+	uint64_t vmap_bits[2];
 };
 
 #if defined(__CUDACC__)
+
+/* 0 when @v surely has no list in direction @d (no page to read). */
+static inline __device__ int gs_cgraph_has_list(const struct gs_cgraph *g, unsigned d, uint64_t v)
+{
+	return !g->vmap[d] || v >= g->vmap_bits[d] || (g->vmap[d][v >> 3] >> (v & 7) & 1);
+}
 
 static inline __device__ int gs_cgraph_removed(const struct gs_cgraph *g, uint64_t v)
 {
@@ -208,7 +221,7 @@ static inline __device__ int64_t gs_cgraph_pages(const struct gs_cgraph *g, unsi
 	int64_t gi, n = 0;
 	uint64_t glen;
 
-	if (v >= g->nv || gs_cgraph_removed(g, v))
+	if (v >= g->nv || gs_cgraph_removed(g, v) || !gs_cgraph_has_list(g, d, v))
 		return 0;
 	gi = gs_gp_locate(g->key[d], g->last[d], g->page[d], g->ngtt[d], v);
 	if (gi < 0)

@@ -50,6 +50,8 @@ struct gs_graph_layout_dir {
 	uint64_t *gtt_key;	/* [ngtt] smallest vertex index in the page */
 	uint64_t *gtt_last;	/* [ngtt] largest */
 	uint64_t *gtt_page;	/* [ngtt] page number | GS_GRAPH_GTT_* << GS_GRAPH_GTT_SHIFT */
+	uint8_t *vmap;		/* bit v: v has a list here (NULL: not known) */
+	uint64_t vmap_bits;	/* vertices vmap covers (past it: not known) */
 };
 
 struct gs_graph_layout {

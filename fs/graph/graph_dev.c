@@ -43,6 +43,7 @@ void gs_graph_layout_put(struct gs_graph_layout *l)
 		free(l->dir[d].gtt_key);
 		free(l->dir[d].gtt_last);
 		free(l->dir[d].gtt_page);
+		free(l->dir[d].vmap);
 	}
 	free(l->removed);
 	free(l->ext);
@@ -116,6 +117,15 @@ static int layout_fill(struct gs_graph *g, struct layout_priv *p)
 			ld->gtt_last[i] = t->e[i].last;
 			ld->gtt_page[i] = (t->e[i].page & GS_GRAPH_GTT_PAGE_MASK) |
 					  fl << GS_GRAPH_GTT_SHIFT;
+		}
+		if (g->dir[d].vmap) {	/* a vertex without a list needs no page */
+			size_t vb = (g->dir[d].vmap_bits + 7) / 8;
+
+			ld->vmap = malloc(vb ? vb : 1);
+			if (!ld->vmap)
+				return -ENOMEM;
+			memcpy(ld->vmap, g->dir[d].vmap, vb);
+			ld->vmap_bits = g->dir[d].vmap_bits;
 		}
 		l->bytes += t->n * (uint64_t)l->page_size;
 		first += ld->npages;

@@ -170,7 +170,9 @@ static void check_bfs(struct gs_graph *g, struct gs_cuda_graph *cg, const char *
 	OK(gs_graph_vertex_ids(g, src, 1, &id));
 	OK(gs_graph_bfs(g, id, want.data(), NULL));
 	CK(cudaMalloc(&d, nv * 4));
-	for (unsigned mode = 0; mode < 2; mode++) {
+	static const char *mname[] = { "bam", "cam", "cam-topdown", "cam-bottomup" };
+
+	for (unsigned mode = 0; mode < 4; mode++) {
 		struct gs_cuda_graph_stats st = {};
 		int lv = gs_cuda_graph_bfs(cg, src, d, mode, &st);
 		long bad = 0;
@@ -179,11 +181,10 @@ static void check_bfs(struct gs_graph *g, struct gs_cuda_graph *cg, const char *
 		for (uint64_t v = 0; v < nv; v++)
 			bad += want[v] != got[v];
 		CHECK(lv >= 0 && !bad, "%s: bfs %s from %llu: %d, %ld of %llu depths differ", name,
-		      mode ? "cam" : "bam", (unsigned long long)src, lv, bad,
-		      (unsigned long long)nv);
-		printf("t_graph: %s: bfs %s: %d levels, %ld depths differ, %.1f KiB read, %llu requests\n",
-		       name, mode ? "cam" : "bam", lv, bad, st.bytes_read / 1024.0,
-		       (unsigned long long)st.requests);
+		      mname[mode], (unsigned long long)src, lv, bad, (unsigned long long)nv);
+		printf("t_graph: %s: bfs %s: %d levels (%u bottom-up), %ld depths differ, %.1f KiB "
+		       "read, %llu requests\n", name, mname[mode], lv, st.bottom_up, bad,
+		       st.bytes_read / 1024.0, (unsigned long long)st.requests);
 	}
 	CK(cudaFree(d));
 }
@@ -844,17 +845,21 @@ static void bench(unsigned scale)
 	struct gs_cuda_graph *cg = NULL;
 	struct gs_cuda_graph_stats st = {};
 
-	for (int rep = 0; rep < 2; rep++) {
+	for (int rep = 0; rep < 3; rep++) {
+		unsigned mode = rep < 2 ? GS_CUDA_GRAPH_CAM : GS_CUDA_GRAPH_CAM_TOPDOWN;
+
 		cg = open_cg(g, cache, cache);
 		row_begin("bfs object cam", cg);
-		int r = gs_cuda_graph_bfs(cg, src, depth, GS_CUDA_GRAPH_CAM, &st);
+		int r = gs_cuda_graph_bfs(cg, src, depth, mode, &st);
 
 		CHECK(r > 0, "bench: graph bfs cam: %s", strerror(-r));
 		cmp_depth("graph cam bfs");
-		printf("t_graph: bench: graph bfs cam (run %d): %.3f s, %u levels, %llu requests\n",
-		       rep + 1, st.seconds, st.passes, (unsigned long long)st.requests);
+		printf("t_graph: bench: graph bfs cam (run %d): %.3f s, %u levels (%u bottom-up), "
+		       "%llu requests\n", rep + 1, st.seconds, st.passes, st.bottom_up,
+		       (unsigned long long)st.requests);
 		if (rep)
-			row("bfs_object_cam", st.seconds, t_all, st.bytes_read, obj);
+			row(rep == 1 ? "bfs_object_cam" : "bfs_object_cam_topdown", st.seconds, t_all,
+			    st.bytes_read, obj);
 		gs_cuda_graph_close(cg);
 	}
 

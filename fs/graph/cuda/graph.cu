@@ -61,8 +61,10 @@ struct gs_cuda_graph {
 	struct gs_cgraph *dv;		/* and in GPU memory */
 	uint64_t *d_gtt[2][3];
 	uint8_t *d_removed;
+	uint8_t *d_vmap[2];
 	uint8_t *d_stage;		/* one half, in GPU memory */
 	uint8_t *d_need;		/* [nblocks] */
+	uint8_t *d_need_bu;		/* [nblocks]: a BFS level's bottom-up pages */
 	uint64_t *d_list;		/* [nblocks] */
 	uint64_t *h_list;		/* pinned [nblocks] */
 	uint64_t *cc_list;		/* host: every live block of direction 0, sorted */
@@ -79,7 +81,7 @@ struct gs_cuda_graph {
 	uint32_t *d_count, *d_flag, *d_fpos;
 	/* this call's CAM traffic */
 	uint64_t bytes, reqs;
-	uint32_t passes;
+	uint32_t passes, bottom_up;
 	const char *phase;
 };
 
@@ -183,30 +185,81 @@ static __global__ void k_wait(struct gs_cam *cam, int64_t *err)
 		*err = cam->err;
 }
 
-/* The blocks of the lists of every vertex with depth == level (BFS). */
+/*
+ * The pages a BFS level needs, both ways: top-down, the lists of the
+ * frontier (depth == level) in need_td; bottom-up, the lists of the
+ * unvisited vertices (direction @bud: in-lists of a directed graph) in
+ * need_bu, when that is not NULL.  cnt[0]: frontier vertices.
+ */
 static __global__ void k_mark_bfs(const struct gs_cgraph *g, const int32_t *depth, int32_t level,
-				  uint8_t *need, unsigned long long *nfront)
+				  uint8_t *need_td, uint8_t *need_bu, unsigned bud,
+				  unsigned long long *nfront)
 {
 	uint64_t nv = g->nv, stride = (uint64_t)gridDim.x * blockDim.x;
 	unsigned long long n = 0;
 
 	for (uint64_t v = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; v < nv; v += stride) {
-		if (depth[v] != level)
+		int32_t dv = depth[v];
+		unsigned d = dv == level ? 0 : bud;
+		uint8_t *need = dv == level ? need_td : need_bu;
+
+		n += dv == level;
+		if ((dv != level && (dv >= 0 || !need_bu)) || gs_cgraph_removed(g, v) ||
+		    !gs_cgraph_has_list(g, d, v))
 			continue;
-		n++;
-		if (gs_cgraph_removed(g, v))
-			continue;
-		int64_t gi = gs_gp_locate(g->key[0], g->last[0], g->page[0], g->ngtt[0], v);
+		int64_t gi = gs_gp_locate(g->key[d], g->last[d], g->page[d], g->ngtt[d], v);
 
 		if (gi < 0)
 			continue;
-		uint64_t glen = gs_gp_group_len(g->page[0], g->ngtt[0], (uint64_t)gi);
+		uint64_t glen = gs_gp_group_len(g->page[d], g->ngtt[d], (uint64_t)gi);
 
 		for (uint64_t k = 0; k < glen; k++)
-			need[g->first_block[0] + (g->page[0][gi + k] & GS_GP_PAGE_MASK)] = 1;
+			need[g->first_block[d] + (g->page[d][gi + k] & GS_GP_PAGE_MASK)] = 1;
 	}
 	if (n)
 		atomicAdd(nfront, n);
+}
+
+/* One BFS level bottom-up over staged pages: each unvisited vertex in a page
+ * with a neighbour at depth == level is at level + 1 (exact: the frontier is
+ * complete, and level + 1 never equals level). */
+static __global__ void k_bfs_pages_bu(const struct gs_cgraph *g, const uint8_t *stage, uint64_t n,
+				      int32_t *depth, int32_t level, unsigned long long *found,
+				      int64_t *err)
+{
+	const struct gs_gp_geom *gm = &g->gm;
+	uint64_t warp = ((uint64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+	uint64_t nwarps = (uint64_t)gridDim.x * blockDim.x / 32;
+	int lane = threadIdx.x & 31, any = 0;
+
+	for (uint64_t i = warp; i < n; i += nwarps) {
+		const uint8_t *page = stage + i * gm->ps;
+		uint32_t cnt = gs_gp_count(gm, page);
+
+		if ((uint64_t)(cnt + 1) * gm->tup + GS_GP_FOOT > gm->ps)
+			cnt = 0;
+		for (uint32_t t = 0; t < cnt; t++) {
+			uint64_t v = gs_gp_vertex(gm, page, t);
+			int in = 0, hit = 0;
+
+			if (lane == 0)
+				in = v < g->nv && depth[v] < 0 && !gs_cgraph_removed(g, v);
+			if (!__shfl_sync(0xffffffffu, in, 0))
+				continue;
+			int64_t r = gs_cgraph_page_list(gm, page, t, 0,
+							[&](uint64_t, uint64_t u, float) {
+				hit |= u < g->nv && depth[u] == level;
+			});
+			if (r < 0 && lane == 0)
+				atomicCAS((unsigned long long *)err, 0, (unsigned long long)-EIO);
+			if (__any_sync(0xffffffffu, hit) && lane == 0) {
+				depth[v] = level + 1;
+				any = 1;
+			}
+		}
+	}
+	if (__any_sync(0xffffffffu, any) && lane == 0)
+		atomicAdd(found, 1ull);
 }
 
 /* One BFS level over staged pages: a warp per page, the frontier vertices
@@ -557,14 +610,20 @@ static void free_dev(struct gs_cuda_graph *cg)
 			cg->d_gtt[d][k] = NULL;
 		}
 	cudaFree(cg->d_removed);
+	for (int d = 0; d < 2; d++) {
+		cudaFree(cg->d_vmap[d]);
+		cg->d_vmap[d] = NULL;
+	}
 	cudaFree(cg->dv);
 	cudaFree(cg->d_need);
+	cudaFree(cg->d_need_bu);
 	cudaFree(cg->d_list);
 	cudaFreeHost(cg->h_list);
 	free(cg->cc_list);
 	cg->d_removed = NULL;
 	cg->dv = NULL;
 	cg->d_need = NULL;
+	cg->d_need_bu = NULL;
 	cg->d_list = NULL;
 	cg->h_list = NULL;
 	cg->cc_list = NULL;
@@ -606,6 +665,14 @@ static int load_layout(struct gs_cuda_graph *cg)
 		h->page[d] = cg->d_gtt[d][2];
 		h->ngtt[d] = ld->ngtt;
 		h->first_block[d] = ld->first_block;
+		if (ld->vmap) {
+			size_t vb = (ld->vmap_bits + 7) / 8;
+
+			CU(cudaMalloc(&cg->d_vmap[d], vb + 1));
+			CU(cudaMemcpy(cg->d_vmap[d], ld->vmap, vb, cudaMemcpyHostToDevice));
+			h->vmap[d] = cg->d_vmap[d];
+			h->vmap_bits[d] = ld->vmap_bits;
+		}
 	}
 	if (l->removed) {
 		CU(cudaMalloc(&cg->d_removed, l->nv / 8 + 1));
@@ -617,6 +684,8 @@ static int load_layout(struct gs_cuda_graph *cg)
 	CU(cudaMemcpy(cg->dv, h, sizeof(*h), cudaMemcpyHostToDevice));
 	CU(cudaMalloc(&cg->d_need, l->nblocks + 1));
 	CU(cudaMemset(cg->d_need, 0, l->nblocks + 1));
+	CU(cudaMalloc(&cg->d_need_bu, l->nblocks + 1));
+	CU(cudaMemset(cg->d_need_bu, 0, l->nblocks + 1));
 	CU(cudaMalloc(&cg->d_list, (l->nblocks + 1) * 8));
 	CU(cudaHostAlloc(&cg->h_list, (l->nblocks + 1) * 8, cudaHostAllocDefault));
 	CU(cudaMalloc(&cg->d_pos_of, (l->nv + 1) * 4));
@@ -778,7 +847,7 @@ const struct gs_cgraph *gs_cuda_graph_dev(struct gs_cuda_graph *cg)
 static void stats_begin(struct gs_cuda_graph *cg, struct gs_cuda_array_stats *a0, double *t0)
 {
 	cg->bytes = cg->reqs = 0;
-	cg->passes = 0;
+	cg->passes = cg->bottom_up = 0;
 	gs_cuda_array_stats(cg->a, a0);
 	*t0 = now_s();
 }
@@ -795,6 +864,7 @@ static void stats_end(struct gs_cuda_graph *cg, const struct gs_cuda_array_stats
 	st->bytes_read = cg->bytes + (a1.misses - a0->misses) * cg->l->page_size;
 	st->requests = cg->reqs + (a1.misses - a0->misses);
 	st->passes = cg->passes;
+	st->bottom_up = cg->bottom_up;
 }
 
 static int dev_err(struct gs_cuda_graph *cg)
@@ -821,7 +891,7 @@ int gs_cuda_graph_bfs(struct gs_cuda_graph *cg, uint64_t src, int32_t *depth, un
 	double t0;
 	int ret = 0;
 
-	if (src >= nv || !depth || mode > GS_CUDA_GRAPH_CAM)
+	if (src >= nv || !depth || mode > GS_CUDA_GRAPH_CAM_BOTTOMUP)
 		return -EINVAL;
 	stats_begin(cg, &a0, &t0);
 	CU(cudaMemset(cg->d_err, 0, 8));
@@ -841,8 +911,14 @@ int gs_cuda_graph_bfs(struct gs_cuda_graph *cg, uint64_t src, int32_t *depth, un
 			}
 			continue;
 		}
-		k_mark_bfs<<<grid_for(nv, 256), 256>>>(cg->dv, depth, level, cg->d_need,
-							 cg->d_cnt);
+		/* bottom-up where it reads fewer pages (Beamer's direction-optimizing BFS,
+		 * by pages): not with removed vertices, whose lists are gone while
+		 * others may still name them */
+		uint8_t *bu = cg->l->nremoved || mode == GS_CUDA_GRAPH_CAM_TOPDOWN ? NULL :
+			      cg->d_need_bu;
+
+		k_mark_bfs<<<grid_for(nv, 256), 256>>>(cg->dv, depth, level, cg->d_need, bu,
+							 cg->l->ndirs > 1 ? 1 : 0, cg->d_cnt);
 		ret = launched(cg, "bfs mark");
 		if (ret)
 			break;
@@ -850,16 +926,28 @@ int gs_cuda_graph_bfs(struct gs_cuda_graph *cg, uint64_t src, int32_t *depth, un
 		if (!cnt[0])
 			break;
 		cg->passes++;
+		uint64_t ntd = thrust::count_if(thrust::device, cg->d_need, cg->d_need + nb, nonzero());
+		uint64_t nbu = bu ? thrust::count_if(thrust::device, bu, bu + nb, nonzero()) : UINT64_MAX;
+		int up = bu && (mode == GS_CUDA_GRAPH_CAM_BOTTOMUP ? level > 0 : nbu < ntd);
 		uint64_t *end = thrust::copy_if(thrust::device, thrust::counting_iterator<uint64_t>(0),
-						thrust::counting_iterator<uint64_t>(nb), cg->d_need,
-						cg->d_list, nonzero());
+						thrust::counting_iterator<uint64_t>(nb),
+						up ? bu : cg->d_need, cg->d_list, nonzero());
 		uint64_t n = (uint64_t)(end - cg->d_list);
 
+		cg->bottom_up += up;
 		CU(cudaMemset(cg->d_need, 0, nb));
+		if (bu)
+			CU(cudaMemset(bu, 0, nb));
 		CU(cudaMemcpy(cg->h_list, cg->d_list, n * 8, cudaMemcpyDeviceToHost));
 		ret = cam_pass(cg, cg->h_list, n, [&](const uint8_t *stage, uint64_t cnt_pages) {
-			k_bfs_pages<<<grid_for(cnt_pages * 32, 256), 256>>>(
-				cg->dv, stage, cnt_pages, depth, level, cg->d_cnt + 1, cg->d_err);
+			if (up)
+				k_bfs_pages_bu<<<grid_for(cnt_pages * 32, 256), 256>>>(
+					cg->dv, stage, cnt_pages, depth, level, cg->d_cnt + 1,
+					cg->d_err);
+			else
+				k_bfs_pages<<<grid_for(cnt_pages * 32, 256), 256>>>(
+					cg->dv, stage, cnt_pages, depth, level, cg->d_cnt + 1,
+					cg->d_err);
 		});
 	}
 	if (!ret)
@@ -878,7 +966,7 @@ int64_t gs_cuda_graph_cc(struct gs_cuda_graph *cg, uint64_t *label, unsigned mod
 	double t0;
 	int ret = 0;
 
-	if (!label || mode > GS_CUDA_GRAPH_CAM)
+	if (!label || mode > GS_CUDA_GRAPH_CAM_BOTTOMUP)
 		return -EINVAL;
 	stats_begin(cg, &a0, &t0);
 	CU(cudaMemset(cg->d_err, 0, 8));
