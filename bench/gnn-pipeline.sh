@@ -28,10 +28,10 @@ B=${B:-build/gpu}
 OUT=${OUT:-$B/out}
 mkdir -p "$OUT"
 LOG=$OUT/gnn.log
-GIB=${GNN_GIB:-8}
+GIB=${GNN_GIB:-4}
 ROWB=${GNN_ROWB:-4096}
-SECS=${GNN_SECS:-6}
-EPOCH=${GNN_EPOCH:-200}
+SECS=${GNN_SECS:-4}
+EPOCH=${GNN_EPOCH:-100}
 NTH=${GNN_THREADS:-16}
 FEAT=${GNN_FEAT:-$PWD/$B/feat.bin}
 fail=0
@@ -88,7 +88,7 @@ if [[ -z ${GNN_SYNTHETIC:-} && -x build/bin/gstore && -x build/bin/gstore-graphb
 		build/bin/gstore mkfs --size "${GNN_GRAPH_IMG:-4G}" "$GIMG" &&
 		timeout 180 build/bin/gstore import graph g "$B/gnn-g.txt" --image "$GIMG" \
 			--undirected --vertices "$NROWS" --ids dense --cache 256M &&
-		timeout 120 "$B/gnn_sample" "$GIMG" g "$B/gnn-big.bat" "${GNN_BATCHES:-400}" \
+		timeout 120 "$B/gnn_sample" "$GIMG" g "$B/gnn-big.bat" "${GNN_BATCHES:-300}" \
 			"$SEEDS" "$FAN" 1 &&
 		timeout 120 "$B/gnn_sample" "$GIMG" g "$B/gnn-epoch.bat" "$EPOCH" "$SEEDS" "$FAN" 2
 	} >>"$LOG" 2>&1; then
@@ -103,7 +103,7 @@ if [[ -z ${GNN_SYNTHETIC:-} && -x build/bin/gstore && -x build/bin/gstore-graphb
 fi
 if [[ $sampled == 0 ]]; then
 	timeout 120 "$B/gnn" gen "$B/gnn-big.bat" "$NROWS" "$SEEDS" "$FAN" \
-		"${GNN_BATCHES:-400}" 1 | tee -a "$LOG"
+		"${GNN_BATCHES:-300}" 1 | tee -a "$LOG"
 	timeout 120 "$B/gnn" gen "$B/gnn-epoch.bat" "$NROWS" "$SEEDS" "$FAN" "$EPOCH" 2 >>"$LOG"
 fi
 say "gnn: sampling and setup took $(( $(date +%s) - T0 )) s"
