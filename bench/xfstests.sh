@@ -68,6 +68,9 @@ for img in test scratch; do
 	"$WORK/bin/gstore" mkfs --size "$SIZE" "$WORK/$img.img" >/dev/null
 done
 
+# the test mount's too: with FUSE_MOUNT_OPTIONS alone, the test mount of a
+# -g quick run, remounted between tests, once came back without them
+OPTS=${XFSTESTS_MOUNT_OPTIONS--o allow_dev,allow_suid}
 cat >"$XFSTESTS_DIR/local.config" <<EOF
 # written by gstore's bench/xfstests.sh
 export FSTYP=fuse
@@ -76,8 +79,8 @@ export TEST_DEV=$WORK/test.img
 export TEST_DIR=$WORK/test
 export SCRATCH_DEV=$WORK/scratch.img
 export SCRATCH_MNT=$WORK/scratch
-export FUSE_MOUNT_OPTIONS="${XFSTESTS_MOUNT_OPTIONS--o allow_dev,allow_suid}"
-export TEST_FS_MOUNT_OPTS=""
+export FUSE_MOUNT_OPTIONS="$OPTS"
+export TEST_FS_MOUNT_OPTS="$OPTS"
 EOF
 
 cd "$XFSTESTS_DIR"
@@ -87,4 +90,6 @@ rc=0
 for m in "$WORK/test" "$WORK/scratch"; do
 	mountpoint -q "$m" && umount "$m"
 done
+echo
+"$ROOT/bench/xfstests-summary.sh" "$XFSTESTS_DIR/results" || true
 exit $rc
