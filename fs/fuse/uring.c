@@ -495,7 +495,7 @@ static ssize_t init_reply(struct gs_fuse_uring *u, int fd, const struct iovec *i
 		release_threads(u, u->active ? 1 : -1);
 	}
 	__atomic_store_n(&u->init_done, 1, __ATOMIC_RELEASE);
-	if (!u->active) {
+	if (!u->active && u->mode != GS_FUSE_URING_OFF) {
 		gs_log(u->mode == GS_FUSE_URING_ON ? GS_LOG_ERR : GS_LOG_INFO,
 		       "FUSE over io_uring not used: %s", u->why);
 		if (u->mode == GS_FUSE_URING_ON)
