@@ -270,13 +270,7 @@ static void ent_free(struct uent *e)
 static int thread_setup(struct uthr *t)
 {
 	struct gs_fuse_uring *u = t->u;
-	cpu_set_t cpus;
 	int ret, go;
-
-	/* requests of tasks on CPU qid come to this queue: serve them there */
-	CPU_ZERO(&cpus);
-	CPU_SET(t->qid, &cpus);
-	(void)sched_setaffinity(0, sizeof(cpus), &cpus);	/* a hint; cpusets may refuse */
 
 	ret = ring_init(&t->ring);
 	if (!ret) {
@@ -312,11 +306,19 @@ static void *ring_thread(void *arg)
 	struct uent *e = &t->ent;
 	struct __kernel_timespec ts = { .tv_sec = WAIT_SEC };
 	struct io_uring_cqe *cqe;
+	cpu_set_t cpus;
 	int live = 1, ret;
 
 	if (thread_setup(t))
 		return NULL;
 	prep_cmd(t, e, GS_FUSE_IO_URING_CMD_REGISTER);
+	/* Every request waits until each queue has an entry: register first,
+	 * on whatever CPU is free, then move to the CPU whose tasks' requests
+	 * come to this queue (a hint; cpusets may refuse). */
+	io_uring_submit(&t->ring);
+	CPU_ZERO(&cpus);
+	CPU_SET(t->qid, &cpus);
+	(void)sched_setaffinity(0, sizeof(cpus), &cpus);
 	while (live) {
 		cqe = NULL;
 		ret = io_uring_submit_and_wait_timeout(&t->ring, &cqe, 1, &ts, NULL);
