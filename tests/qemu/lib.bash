@@ -9,6 +9,9 @@
 #                    guest shell script, tests/qemu/guest/common.sh sourced
 #                    first), checks dmesg, powers off; boots it under TCG
 #                    with an emulated NVMe controller; output in $W/NAME.log
+#                    (= qemu_initrd NAME SCRIPT, then qemu_run NAME [args]:
+#                    several guests at once get their initramfs made first;
+#                    GS_QEMU_DISK names a guest's disk image, default $W/disk.img)
 #
 # The machine is q35: on i440fx every PCI bind/unbind spends seconds in ACPI
 # interrupt-link methods under TCG.  Guest kernel command line: panic_on_warn=1 oops=panic slub_debug=FZPU, so a
@@ -114,8 +117,12 @@ qemu_add_dyn() {
 
 # qemu_boot NAME SCRIPT [extra qemu args]
 qemu_boot() {
+	qemu_initrd "$1" "$2" && qemu_run "$1" "${@:3}"
+}
+
+# qemu_initrd NAME SCRIPT: $W/NAME.initrd.gz
+qemu_initrd() {
 	local name=$1 script=$2
-	shift 2
 	local r=$W/root
 
 	cat >"$r/init" <<'EOF'
@@ -143,16 +150,22 @@ poweroff -f
 EOF
 	chmod +x "$r/init"
 	cp "$script" "$r/test.sh"
-	(cd "$r" && find . | cpio -o -H newc --quiet | gzip -1 >"$W/initrd.gz")
-	[[ -e $W/disk.img ]] || truncate -s 256M "$W/disk.img"
+	(cd "$r" && find . | cpio -o -H newc --quiet | gzip -1 >"$W/$name.initrd.gz")
+}
+
+# qemu_run NAME [extra qemu args]: boot $W/NAME.initrd.gz, check its output
+qemu_run() {
+	local name=$1 disk=${GS_QEMU_DISK:-$W/disk.img}
+	shift
+	[[ -e $disk ]] || truncate -s 256M "$disk"
 
 	# no_timer_check: under a loaded TCG host the IO-APIC timer check can time out
 	local append="console=ttyS0 panic=-1 panic_on_warn=1 oops=panic slub_debug=FZPU no_timer_check"
 	append+=" loglevel=4 rdinit=/init ${GS_QEMU_APPEND:-}"
 	timeout -k 5 "${GS_QEMU_TIMEOUT:-600}" qemu-system-x86_64 -accel tcg -machine q35 -m 1G -smp 2 \
 		-nographic -no-reboot -monitor none -serial stdio -nic none \
-		-kernel "$KERNEL" -initrd "$W/initrd.gz" -append "$append" \
-		-drive "file=$W/disk.img,if=none,id=nv0,format=raw" \
+		-kernel "$KERNEL" -initrd "$W/$name.initrd.gz" -append "$append" \
+		-drive "file=$disk,if=none,id=nv0,format=raw" \
 		-device "nvme,serial=gs0,drive=nv0,max_ioqpairs=16" \
 		"$@" </dev/null >"$W/$name.log" 2>&1
 	local rc=$?

@@ -13,6 +13,25 @@
 
 NVMET=/sys/kernel/config/nvmet
 
+# load /mod/nvmeof.order, mount configfs, bring lo up
+nvmeof_init() {
+	for m in $(cat /mod/nvmeof.order); do
+		insmod /mod/$m || { echo "FAIL: insmod $m"; return 1; }
+	done
+	mkdir -p /sys/kernel/config
+	mount -t configfs none /sys/kernel/config || return 1
+	ip link set lo up || ifconfig lo 127.0.0.1 up
+}
+
+# the tests' target: subsystem gs$i with a file-backed namespace of SIZE
+# (default 160M), port $i+1 on ADDR:4420+i, for i in 0 1 2
+nvmeof_export3() {	# ADDR [SIZE]
+	for i in 0 1 2; do
+		truncate -s "${2:-160M}" /tmp/t$i || return 1
+		nvmet_export /tmp/t$i gs$i $((i + 1)) "$1" $((4420 + i)) || return 1
+	done
+}
+
 nvmet_export() {
 	s=$NVMET/subsystems/$2
 	p=$NVMET/ports/$3
