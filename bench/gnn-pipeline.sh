@@ -12,16 +12,18 @@
 #
 #   bash bench/gnn-pipeline.sh            (B=build/gpu, built by make -C tests/gpu)
 #
-# Env: GNN_GIB (table, 8), GNN_ROWB (row bytes, 4096: F = 1024 float32),
-# GNN_SEEDS (1024), GNN_FANOUTS (10,5), GNN_SECS (6), GNN_EPOCH (200 batches: a training
-# split of 200 x 1024 seeds, about 10 % of the 2 M vertices), GNN_EDGE_FACTOR (8),
-# GNN_BATCHES (400: distinct batches for the steady state; it goes round them only past
-# 400 in GNN_SECS, which the first run's 100 let the page cache of the mmap loader exploit),
+# Env: GNN_GIB (table, 4: 1 M rows), GNN_ROWB (row bytes, 4096: F = 1024 float32),
+# GNN_SEEDS (1024), GNN_FANOUTS (10,5), GNN_SECS (4), GNN_EPOCH (100 batches: a training
+# split of 100 x 1024 seeds, about 10 % of the 1 M vertices), GNN_EDGE_FACTOR (8),
+# GNN_BATCHES (300: distinct batches for the steady state; it goes round them only past
+# 300 in GNN_SECS, which the first run's 100 let the page cache of the mmap loader exploit),
 # GNN_SYNTHETIC (set: gnn gen's sampler instead of gs_graph_sample over an imported graph),
 # GNN_THREADS (mmap gather threads, 16), GNN_CG_MIB (table / 4),
 # GNN_KVIKIO_THREADS (64), GNN_FEAT (the table file), GNN_SKIP_ATTACH (no check over a
-# mounted store), OUT (logs); for a dry run of the
-# script on a machine that is not the GPU's: GNN_NO_DROP, GNN_NO_CGROUP.
+# mounted store), GNN_SKIP_SANITIZER, GNN_FIT_KVIKIO / GNN_FIT_NOTIER (extra fit rows),
+# OUT (logs); for a dry run of the script on a machine that is not the GPU's:
+# GNN_NO_DROP, GNN_NO_CGROUP.  The defaults fit run-all's GS_GNN_TIMEOUT=150 on an H100;
+# the first run (docs/PERF.md) used GNN_GIB=8 GNN_SECS=10 GNN_EPOCH=200.
 set -u
 cd "$(dirname "$0")/.."
 B=${B:-build/gpu}
