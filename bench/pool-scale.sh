@@ -44,7 +44,7 @@ gpid=
 cleanup() {
 	mountpoint -q "$MNT" 2>/dev/null && fusermount3 -u "$MNT"
 	[[ -n $gpid ]] && wait "$gpid" 2>/dev/null
-	rm -f "$DIR"/m*[0-9]
+	rm -f "$DIR"/m*[0-9] "$DIR/gstorefs.log"
 	rmdir "$MNT" "$DIR" 2>/dev/null || true
 }
 trap cleanup EXIT
