@@ -71,8 +71,13 @@ mount_pool() {	# [OPTS]
 	exit 1
 }
 
-umount_pool() {
-	fusermount3 -u "$MNT"
+umount_pool() {	# the last reader's release may still be on its way: retry a while
+	local i
+	for ((i = 0; i < 50; i++)); do
+		fusermount3 -u "$MNT" 2>/dev/null && break
+		sleep 0.1
+	done
+	((i < 50)) || fusermount3 -u "$MNT"
 	wait "$gpid"
 	gpid=
 }
