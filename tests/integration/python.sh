@@ -21,6 +21,13 @@ $PY -c 'import numpy' 2>/dev/null || skip "python3 with numpy is missing ($PY)"
 gs_init 256M
 gs_mount -o cache=16M
 export PYTHONPATH=$GS_ROOT/python GSTORE_LIBDIR=$GS_BUILD MNT T
+# a sanitizer build's libgstore.so needs its runtime loaded first (python3 is not built
+# with it): the parts that load the real libraries run on the plain build only
+LIBS=1
+if [[ $(basename "$GS_BUILD") != build ]]; then
+	LIBS=0
+	echo "note: $GS_BUILD is not the plain build: the ctypes parts (libraries, image) are left out"
+fi
 
 $PY - <<'PY' || fail "arrays through the module"
 import errno, os, random
@@ -252,6 +259,8 @@ import numpy as np
 import gstore
 from gstore import _lib, cuda
 
+_lib._cache["libgstore.so.0"] = object()	# none of it is called: never load the real one
+
 class Fake:
     def __init__(self, gather):
         self.mem, self.files, self.next = {}, {}, 1
@@ -357,7 +366,7 @@ PY
 ok "the GPU path's Python side over a stand-in library"
 
 # the shared libraries through ctypes
-$PY - <<'PY' || fail "libraries"
+[[ $LIBS == 1 ]] && { $PY - <<'PY' || fail "libraries"; }
 import gstore, subprocess
 print("libgstore:", gstore.library_path())
 if gstore.cuda_available():
@@ -371,11 +380,11 @@ if gstore.cuda_available():
 else:
     print("libgstore_cuda.so not built (no nvcc): the GPU path is not loaded")
 PY
-ok "libraries load"
+[[ $LIBS == 1 ]] && ok "libraries load"
 gs_umount
 
 # the unmounted image in-process (libgstore): the mount's samples equal gs_graph_sample's
-$PY - "$IMG" <<'PY' || fail "in-process image: gs_graph_sample"
+[[ $LIBS == 1 ]] && { $PY - "$IMG" <<'PY' || fail "in-process image: gs_graph_sample"; }
 import errno, json, os, sys
 import gstore
 with gstore.open_image(sys.argv[1]) as im:
@@ -399,5 +408,5 @@ with gstore.open_image(sys.argv[1]) as im:
         assert e.errno == errno.ENOENT, e
 print("in-process: %d samples over the mount equal gs_graph_sample's" % len(cases))
 PY
-ok "samples over the mount equal gs_graph_sample(3) on the image"
+[[ $LIBS == 1 ]] && ok "samples over the mount equal gs_graph_sample(3) on the image"
 echo PASS
