@@ -588,16 +588,23 @@ int gs_cuda_array_open(struct gs_cuda_array **ap, struct gs_cuda *c,
 	/*
 	 * Rings: NVMe mode needs only the bounce region (misses are NVMe
 	 * commands); the ring mode takes the gs_cuda's count (its nrings, also
-	 * in attach mode where its CAM has one ring; a power of two:
+	 * in attach mode where its CAM has one ring, there at most a quarter of
+	 * the connection's rings left; a power of two:
 	 * the slots split evenly), each ring at least 32 slots, and in attach
 	 * mode no more than the connection has left.
 	 */
 	nr = p.backend == GS_BAM_NVME ? 1 : p.nrings ? p.nrings : roundup_pow2(c->p.nrings);
 	while (nr > 1 && p.nio / nr < 32)
 		nr /= 2;
-	if (c && !c->q && p.backend == GS_BAM_RING)
-		while (nr > 1 && c->att_rings + nr > GS_ATT_MAX_RINGS)
+	if (c && !c->q && p.backend == GS_BAM_RING) {
+		/* the connection's rings are never given back: by default take at
+		 * most a quarter of what is left, so that later arrays get some */
+		uint32_t left = c->att_rings < GS_ATT_MAX_RINGS ? GS_ATT_MAX_RINGS - c->att_rings : 0;
+		uint32_t cap = p.nrings ? left : left / 4;
+
+		while (nr > 1 && nr > cap)
 			nr /= 2;
+	}
 	per = p.nio / nr;
 	a = (struct gs_cuda_array *)calloc(1, sizeof(*a));
 	if (!a)

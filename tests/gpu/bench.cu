@@ -842,5 +842,6 @@ int main(int argc, char **argv)
 	}
 	if (want("hot"))
 		bench_hot();
+	printf("bench: done in %.0f s (budget %.0f s)\n", now_s() - t_start, budget_s);
 	return 0;
 }
