@@ -167,9 +167,13 @@ static inline __device__ int gs_cgraph_removed(const struct gs_cgraph *g, uint64
  * The entries of tuple @t of a page in memory (GPU memory or a cache line),
  * warp-cooperative: every lane of the calling warp (all 32 active) calls it
  * with the same arguments; fn(k, id, w) runs once per entry k (base + its
- * index in this page), on some lane.  Fixed-width lists: the lanes stride;
- * varint lists: lane 0 decodes.  Returns the entries (-1: a list that does
- * not decode).
+ * index in this page), on some lane, lanes at once (fn must not use warp
+ * intrinsics).  Fixed-width lists: the lanes stride over the entries.
+ * Varint lists: the lanes take 32 bytes at a time; a lane whose byte ends a
+ * varint (high bit clear) decodes it (back to the byte after the previous
+ * end, at most 10 bytes), its index is the ends before it, and its id the
+ * warp's inclusive prefix sum of the values (the first is absolute, the
+ * rest are gaps).  Returns the entries (-1: a list that does not decode).
  */
 template <typename F>
 static inline __device__ int64_t gs_cgraph_page_list(const struct gs_gp_geom *gm,
@@ -187,23 +191,41 @@ static inline __device__ int64_t gs_cgraph_page_list(const struct gs_gp_geom *gm
 			fn(base + k, gs_gp_fixed_id(gm, ids, k), gs_gp_weight(gm, w, k));
 		return (int64_t)deg;
 	}
-	int ok = 1;
+	uint64_t nb = (uint64_t)(w - ids), id0 = 0, k0 = 0;
+	int bad = 0;
 
-	if (lane == 0) {
-		const uint8_t *p = ids;
-		uint64_t id = 0, x = 0;
+	for (uint64_t at = 0; at < nb; at += 32) {	/* the same trips on every lane */
+		uint64_t i = at + lane, val = 0, x;
+		int end = i < nb && !(ids[i] & 0x80);
+		unsigned ends = __ballot_sync(0xffffffffu, end);
 
-		for (uint64_t k = 0; k < deg; k++) {
-			if (!gs_gp_uv(&p, w, &x)) {
-				ok = 0;
-				break;
-			}
-			id = k ? id + x : x;
-			fn(base + k, id, gs_gp_weight(gm, w, k));
+		if (end) {
+			uint64_t st = i;
+			unsigned sh = 0;
+
+			while (st > 0 && (ids[st - 1] & 0x80) && i - st < 10)
+				st--;
+			bad |= i - st >= 10 || (st > 0 && (ids[st - 1] & 0x80));
+			for (uint64_t q = st; q <= i && sh < 64; q++, sh += 7)
+				val |= (uint64_t)(ids[q] & 0x7f) << sh;
 		}
+		x = val;
+		for (int o = 1; o < 32; o <<= 1) {	/* inclusive prefix sum */
+			uint64_t y = __shfl_up_sync(0xffffffffu, x, o);
+
+			if (lane >= o)
+				x += y;
+		}
+		uint64_t k = k0 + __popc(ends & ((1u << lane) - 1));
+
+		if (end && k < deg)
+			fn(base + k, id0 + x, gs_gp_weight(gm, w, k));
+		id0 += __shfl_sync(0xffffffffu, x, 31);
+		k0 += __popc(ends);
 	}
-	ok = __shfl_sync(0xffffffffu, ok, 0);
-	return ok ? (int64_t)deg : -1;
+	/* every byte belongs to a varint, and there are exactly deg of them */
+	bad = __any_sync(0xffffffffu, bad) || k0 != deg || (nb && (ids[nb - 1] & 0x80));
+	return bad ? -1 : (int64_t)deg;
 }
 
 /*

@@ -1014,43 +1014,61 @@ static __global__ void k_sample(const struct gs_cgraph *g, const uint64_t *nodes
 
 	for (uint64_t i = warp; i < n; i += nwarps) {
 		uint64_t v = nodes[a + i], *pk = pick + i * f, *sl = slot + i * f;
-		int64_t deg = gs_cgraph_degree(g, 0, v), r;
-
-		if (deg < 0) {
-			if (lane == 0) {
-				atomicCAS((unsigned long long *)err, 0, (unsigned long long)-EIO);
-				count[i] = 0;
-			}
-			continue;
-		}
-		if ((uint64_t)deg > f) {
-			if (lane == 0)
-				gs_graph_sample_pick(seed, hop, v, (uint64_t)deg, f, pk);
-			__syncwarp();
-			r = gs_cgraph_list(g, 0, v, [&](uint64_t k, uint64_t u, float) {
-				uint32_t lo = 0, hi = f;
-
-				while (lo < hi) {	/* pk ascending */
-					uint32_t mid = (lo + hi) / 2;
-
-					if (pk[mid] < k)
-						lo = mid + 1;
-					else
-						hi = mid;
-				}
-				if (lo < f && pk[lo] == k)
-					sl[lo] = u;
-			});
-		} else {
-			r = gs_cgraph_list(g, 0, v, [&](uint64_t k, uint64_t u, float) {
+		/* entry k of a list of dg: its slot (the pick at position k when dg > f) */
+		auto keep = [&](uint64_t k, uint64_t u, uint64_t dg) {
+			if (dg <= f) {
 				if (k < f)
 					sl[k] = u;
+				return;
+			}
+			uint32_t lo = 0, hi = f;
+
+			while (lo < hi) {	/* pk ascending */
+				uint32_t mid = (lo + hi) / 2;
+
+				if (pk[mid] < k)
+					lo = mid + 1;
+				else
+					hi = mid;
+			}
+			if (lo < f && pk[lo] == k)
+				sl[lo] = u;
+		};
+		int64_t gi = v < g->nv && !gs_cgraph_removed(g, v) && gs_cgraph_has_list(g, 0, v) ?
+			     gs_gp_locate(g->key[0], g->last[0], g->page[0], g->ngtt[0], v) : -1;
+		int64_t deg, r;
+
+		if (gi >= 0 && gs_gp_group_len(g->page[0], g->ngtt[0], (uint64_t)gi) == 1) {
+			/* a list in one page: degree, picks and entries under one reference */
+			deg = gs_cgraph_pages(g, 0, v, [&](const uint8_t *page, uint32_t t, uint64_t) {
+				const uint8_t *ids, *w;
+				uint64_t dg = 0;
+
+				if (gs_gp_list(&g->gm, page, t, &dg, &ids, &w))
+					return (int64_t)-1;
+				if (dg > f && lane == 0)
+					gs_graph_sample_pick(seed, hop, v, dg, f, pk);
+				__syncwarp();
+				return gs_cgraph_page_list(&g->gm, page, t, 0,
+							   [&](uint64_t k, uint64_t u, float) {
+					keep(k, u, dg);
+				});
+			});
+			r = deg;
+		} else {
+			/* a large vertex (or none): the degree over its pages first */
+			deg = gs_cgraph_degree(g, 0, v);
+			if (deg > 0 && (uint64_t)deg > f && lane == 0)
+				gs_graph_sample_pick(seed, hop, v, (uint64_t)deg, f, pk);
+			__syncwarp();
+			r = deg <= 0 ? deg : gs_cgraph_list(g, 0, v, [&](uint64_t k, uint64_t u, float) {
+				keep(k, u, (uint64_t)deg);
 			});
 		}
 		if (lane == 0) {
-			if (r != deg)
+			if (deg < 0 || r != deg)
 				atomicCAS((unsigned long long *)err, 0, (unsigned long long)-EIO);
-			count[i] = (uint32_t)((uint64_t)deg < f ? (uint64_t)deg : f);
+			count[i] = deg < 0 ? 0 : (uint32_t)((uint64_t)deg < f ? (uint64_t)deg : f);
 		}
 		__syncwarp();
 	}
