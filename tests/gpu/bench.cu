@@ -19,8 +19,8 @@
  * through one ring at 132 SMs) costs the same as a fast one.  A row whose
  * worst case (warm-up + RUNS runs at the cap) would end past the budget
  * (GS_BENCH_BUDGET_S, default 130 s: run-all.sh gives the bench 150) is
- * skipped and says so.  Rings: GS_BENCH_RINGS ("0 1": the default count
- * for this GPU, then one ring, for the comparison).
+ * skipped and says so.  Rings: GS_BENCH_RINGS ("0 1 4": the default count
+ * for this GPU, then one ring and four, for the comparison).
  *
  *   bench [SECONDS_PER_RUN]
  */
@@ -807,11 +807,11 @@ int main(int argc, char **argv)
 		result(name, v, "IOPS", "O_DIRECT pread, 64 threads, next to the rows below");
 		return v;
 	};
-	/* 0: the default ring count for this GPU; skip a 1 that repeats it */
-	std::vector<int> rings = env_list("GS_BENCH_RINGS", "0 1");
+	/* 0: the default ring count for this GPU; skip a count that repeats it */
+	std::vector<int> rings = env_list("GS_BENCH_RINGS", "0 1 4");
 	uint32_t auto_rings = gs_cuda_default_nrings(0);
 	auto dup_ring = [&](size_t i) {
-		return i && rings[i] == 1 && auto_rings == 1 && rings[0] == 0;
+		return i && (uint32_t)rings[i] == auto_rings && rings[0] == 0;
 	};
 
 	/* rows in order of importance, for the budget: each ring count's CAM and BaM
