@@ -67,8 +67,8 @@ struct gs_cuda_gather_params {
 	uint64_t tier_file_off;	/* file offset of array byte 0 in tier_fd */
 	uint32_t tier_chunk;	/* fill read size, power of two >= 4096 (0: 4 MiB) */
 	uint32_t tier_depth;	/* fill reads in flight (0: 8) */
-	/* GPU cache: 0 for none; GPU memory for block lines, direct-mapped, in two
-	 * halves (one per stream: a half is only touched by its own pieces) */
+	/* GPU cache: 0 for none; GPU memory for block lines, direct-mapped, shared
+	 * by the context's two streams (a hit pins its line until its copy) */
 	uint64_t cache_bytes;
 };
 

@@ -47,14 +47,20 @@ struct gslot {
 	void *tmp;
 	size_t tmp_bytes;
 	uint64_t half_off;	/* region byte offset of this slot's half */
-	/* the GPU cache's half of this slot (nlines 0: none) */
+	/* the GPU cache (nlines 0: none): the lines are both slots', the
+	 * elections and hits each slot's own */
 	uint32_t nlines;
 	uint32_t *hit;		/* per unique block: its line + 1, 0 on a miss */
-	uint32_t *owner;	/* per line: the lowest miss that fills it, or ~0 */
-	uint64_t *ctag;		/* per line: its block, ~0 empty */
+	uint32_t *owner;	/* per line: the lowest miss of this piece to fill it, or ~0 */
+	uint64_t *ctag;		/* per line: its block, CTAG_EMPTY or CTAG_BUSY */
 	uint32_t *cref;		/* per line: hit since the last miss that wanted it */
+	uint32_t *pin;		/* per line: pieces between their lookup and their copy */
 	char *cdata;
+	int cache_owner;	/* slot 0 allocated the shared arrays */
 };
+
+#define CTAG_EMPTY	UINT64_MAX
+#define CTAG_BUSY	(UINT64_MAX - 1)	/* being filled */
 
 struct gs_cuda_gather {
 	struct gs_cuda *c;
@@ -215,10 +221,16 @@ static __global__ void issue_kernel(struct gs_cam *q, const uint64_t *u, const u
 	atomicAdd(&st->bytes, bytes);
 }
 
-/* The GPU cache: a hit takes the line; the lowest miss of a line will fill it. */
+/*
+ * The GPU cache, shared by the two slots' pieces, which run concurrently: a
+ * hit pins its line (pin, then the tag again: an insert that took the line
+ * meanwhile either sees the pin or has changed the tag), so that no insert
+ * overwrites it before this piece's copy; the lowest miss of a line in this
+ * piece is elected to fill it.
+ */
 static __global__ void lookup_kernel(const uint64_t *u, const unsigned long long *nuniq,
 				     uint64_t sentinel, const uint64_t *ctag, uint32_t *cref,
-				     uint32_t nlines, uint32_t *hit, uint32_t *owner,
+				     uint32_t *pin, uint32_t nlines, uint32_t *hit, uint32_t *owner,
 				     struct gstat *st)
 {
 	uint64_t n = *nuniq;
@@ -231,13 +243,20 @@ static __global__ void lookup_kernel(const uint64_t *u, const unsigned long long
 		if (u[i] < sentinel) {
 			uint32_t l = gs_gather_cache_line(u[i], nlines);
 
-			if (ctag[l] == u[i]) {
-				h = l + 1;
-				hits++;
-				cref[l] = 1;
-			} else {
-				atomicMin(&owner[l], (uint32_t)i);
+			if (*(volatile const uint64_t *)&ctag[l] == u[i]) {
+				atomicAdd(&pin[l], 1u);
+				/* the pin before the re-read (an insert: its tag, then the pin) */
+				__threadfence();
+				if (*(volatile const uint64_t *)&ctag[l] == u[i]) {
+					h = l + 1;
+					hits++;
+					*(volatile uint32_t *)&cref[l] = 1;
+				} else {
+					atomicSub(&pin[l], 1u);
+				}
 			}
+			if (!h)
+				atomicMin(&owner[l], (uint32_t)i);
 		}
 		hit[i] = h;
 	}
@@ -246,47 +265,65 @@ static __global__ void lookup_kernel(const uint64_t *u, const unsigned long long
 }
 
 /*
- * After the copy: each line's owner (a miss) moves its block from the region
- * in, unless the line was hit since the last miss that wanted it (second
- * chance, as a clock: a hot row is not pushed out by one cold one).
+ * After the copy: the hits unpin their lines; each elected miss moves its
+ * block from the region into its line, unless the line was hit since the
+ * last miss that wanted it (second chance, as a clock: one cold row does not
+ * push out a hub), another insert holds it, or a piece has it pinned.
  */
 static __global__ void insert_kernel(const uint64_t *u, const unsigned long long *nuniq,
 				     uint64_t sentinel, const uint32_t *hit, uint64_t *ctag,
-				     uint32_t *cref, char *cdata, uint32_t nlines, uint32_t *owner,
-				     const char *half, uint32_t shift)
+				     uint32_t *cref, uint32_t *pin, char *cdata, uint32_t nlines,
+				     uint32_t *owner, const char *half, uint32_t shift)
 {
 	uint64_t n = *nuniq, w = ((uint64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
 	uint64_t nw = (uint64_t)gridDim.x * blockDim.x / 32;
 	int lane = threadIdx.x & 31;
 
 	for (uint64_t i = w; i < n; i += nw) {
-		if (u[i] >= sentinel || hit[i])
+		if (u[i] >= sentinel)
 			continue;
+		if (hit[i]) {	/* this piece's copy is done with the line */
+			if (!lane)
+				atomicSub(&pin[hit[i] - 1], 1u);
+			continue;
+		}
 		uint32_t l = gs_gather_cache_line(u[i], nlines);
 
 		if (owner[l] != (uint32_t)i)
 			continue;	/* the same for every lane: the warp stays together */
-		int keep = ctag[l] != UINT64_MAX && cref[l];
-
 		__syncwarp();
-		if (keep) {
-			if (!lane) {
-				cref[l] = 0;
-				owner[l] = UINT32_MAX;
-			}
-			__syncwarp();
-			continue;
-		}
-		const uint4 *src = (const uint4 *)(half + (i << shift));
-		uint4 *dst = (uint4 *)(cdata + ((uint64_t)l << shift));
+		int go = 0;
 
-		for (uint32_t o = lane; o < (1u << shift) / 16; o += 32)
-			dst[o] = __ldcv(src + o);
-		__syncwarp();
 		if (!lane) {
-			ctag[l] = u[i];
-			cref[l] = 0;
-			owner[l] = UINT32_MAX;
+			unsigned long long cur = *(volatile unsigned long long *)&ctag[l];
+
+			owner[l] = UINT32_MAX;	/* for this slot's next piece */
+			if (cur != CTAG_EMPTY && cur != CTAG_BUSY && *(volatile uint32_t *)&cref[l]) {
+				*(volatile uint32_t *)&cref[l] = 0;	/* its second chance */
+			} else if (cur != CTAG_BUSY &&
+				   atomicCAS((unsigned long long *)&ctag[l], cur, CTAG_BUSY) == cur) {
+				/* the tag before the pin check (a lookup: its pin, then the tag) */
+				__threadfence();
+				if (*(volatile uint32_t *)&pin[l])
+					*(volatile unsigned long long *)&ctag[l] = cur;	/* in use */
+				else
+					go = 1;
+			}
+		}
+		go = __shfl_sync(0xffffffffu, go, 0);
+		if (go) {
+			const uint4 *src = (const uint4 *)(half + (i << shift));
+			uint4 *dst = (uint4 *)(cdata + ((uint64_t)l << shift));
+
+			for (uint32_t o = lane; o < (1u << shift) / 16; o += 32)
+				dst[o] = __ldcv(src + o);
+			/* the line's bytes before its tag */
+			__threadfence();
+			__syncwarp();
+			if (!lane) {
+				*(volatile uint32_t *)&cref[l] = 0;
+				*(volatile unsigned long long *)&ctag[l] = u[i];
+			}
 		}
 		__syncwarp();
 	}
@@ -356,8 +393,8 @@ static __global__ void copy_kernel(struct gs_gather_geom g, const uint64_t *rows
 
 				gs_gather_seg(off, g.row_bytes, b, g.block_shift, &lo, &hi);
 				in = lo - (b << g.block_shift);
-				if (hit[k])
-					copy_row<false>(d + (lo - off), cdata +
+				if (hit[k])	/* written by either slot's inserts */
+					copy_row<true>(d + (lo - off), cdata +
 							((uint64_t)(hit[k] - 1) << g.block_shift) + in,
 							hi - lo, lane);
 				else
@@ -590,9 +627,12 @@ static void slot_free(struct gslot *s)
 	cudaFree(s->tmp);
 	cudaFree(s->hit);
 	cudaFree(s->owner);
-	cudaFree(s->ctag);
-	cudaFree(s->cref);
-	cudaFree(s->cdata);
+	if (s->cache_owner) {
+		cudaFree(s->ctag);
+		cudaFree(s->cref);
+		cudaFree(s->pin);
+		cudaFree(s->cdata);
+	}
 	if (s->done)
 		cudaEventDestroy(s->done);
 	if (s->s)
@@ -623,19 +663,31 @@ static int slot_init(struct gslot *s, uint64_t items, uint32_t key_bits)
 	return gs_cuda_err(cudaMalloc(&s->tmp, s->tmp_bytes), "gather scratch");
 }
 
-/* This slot's half of the GPU cache: @nlines lines of @bs bytes. */
-static int slot_cache(struct gslot *s, uint64_t items, uint32_t nlines, uint32_t bs)
+/* The GPU cache for slot @s: @nlines lines of @bs bytes, shared with @share if given. */
+static int slot_cache(struct gslot *s, uint64_t items, uint32_t nlines, uint32_t bs,
+		      const struct gslot *share)
 {
 	int ret;
 
 	s->nlines = nlines;
 	if ((ret = gs_cuda_err(cudaMalloc(&s->hit, items * 4), "gather cache")) ||
 	    (ret = gs_cuda_err(cudaMalloc(&s->owner, (size_t)nlines * 4), "gather cache")) ||
-	    (ret = gs_cuda_err(cudaMemset(s->owner, 0xff, (size_t)nlines * 4), "gather cache")) ||
-	    (ret = gs_cuda_err(cudaMalloc(&s->ctag, (size_t)nlines * 8), "gather cache")) ||
+	    (ret = gs_cuda_err(cudaMemset(s->owner, 0xff, (size_t)nlines * 4), "gather cache")))
+		return ret;
+	if (share) {
+		s->ctag = share->ctag;
+		s->cref = share->cref;
+		s->pin = share->pin;
+		s->cdata = share->cdata;
+		return 0;
+	}
+	s->cache_owner = 1;
+	if ((ret = gs_cuda_err(cudaMalloc(&s->ctag, (size_t)nlines * 8), "gather cache")) ||
 	    (ret = gs_cuda_err(cudaMemset(s->ctag, 0xff, (size_t)nlines * 8), "gather cache")) ||
 	    (ret = gs_cuda_err(cudaMalloc(&s->cref, (size_t)nlines * 4), "gather cache")) ||
-	    (ret = gs_cuda_err(cudaMemset(s->cref, 0, (size_t)nlines * 4), "gather cache")))
+	    (ret = gs_cuda_err(cudaMemset(s->cref, 0, (size_t)nlines * 4), "gather cache")) ||
+	    (ret = gs_cuda_err(cudaMalloc(&s->pin, (size_t)nlines * 4), "gather cache")) ||
+	    (ret = gs_cuda_err(cudaMemset(s->pin, 0, (size_t)nlines * 4), "gather cache")))
 		return ret;
 	return gs_cuda_err(cudaMalloc(&s->cdata, (size_t)nlines * bs), "gather cache lines");
 }
@@ -694,11 +746,12 @@ int gs_cuda_gather_open(struct gs_cuda_gather **gp, struct gs_cuda *c,
 		if (ret)
 			goto fail;
 		g->sl[i].half_off = i * half;
-		if (p->cache_bytes / 2 / bs) {
-			uint64_t nl = p->cache_bytes / 2 / bs;
+		if (p->cache_bytes / bs) {
+			uint64_t nl = p->cache_bytes / bs;
 
 			ret = slot_cache(&g->sl[i], g->max_rows * g->geom.maxb,
-					 (uint32_t)(nl < UINT32_MAX - 1 ? nl : UINT32_MAX - 1), bs);
+					 (uint32_t)(nl < UINT32_MAX - 1 ? nl : UINT32_MAX - 1), bs,
+					 i ? &g->sl[0] : NULL);
 			if (ret)
 				goto fail;
 		}
@@ -717,7 +770,11 @@ void gs_cuda_gather_close(struct gs_cuda_gather *g)
 	if (!g)
 		return;
 	tier_close(g);
+	/* both slots idle before either frees: they share the GPU cache */
 	for (int i = 0; i < 2; i++)
+		if (g->sl[i].s)
+			cudaStreamSynchronize(g->sl[i].s);
+	for (int i = 1; i >= 0; i--)
 		slot_free(&g->sl[i]);
 	if (g->fork)
 		cudaEventDestroy(g->fork);
@@ -771,8 +828,8 @@ static int gather_piece(struct gs_cuda_gather *g, struct gslot *s, const uint64_
 
 	if (hit) {
 		lookup_kernel<<<blocks_for(items, 256), 256, 0, s->s>>>(
-			s->uniq, s->nuniq, geo->nblocks, s->ctag, s->cref, s->nlines, hit, s->owner,
-			g->st);
+			s->uniq, s->nuniq, geo->nblocks, s->ctag, s->cref, s->pin, s->nlines, hit,
+			s->owner, g->st);
 		if ((ret = gs_cuda_err(cudaGetLastError(), "gather lookup")))
 			return ret;
 	}
@@ -787,8 +844,8 @@ static int gather_piece(struct gs_cuda_gather *g, struct gslot *s, const uint64_
 	if ((ret = gs_cuda_err(cudaGetLastError(), "gather copy")) || !hit)
 		return ret;
 	insert_kernel<<<blocks_for(items * 32, 256), 256, 0, s->s>>>(
-		s->uniq, s->nuniq, geo->nblocks, hit, s->ctag, s->cref, s->cdata, s->nlines,
-		s->owner, g->region + s->half_off, geo->block_shift);
+		s->uniq, s->nuniq, geo->nblocks, hit, s->ctag, s->cref, s->pin, s->cdata,
+		s->nlines, s->owner, g->region + s->half_off, geo->block_shift);
 	return gs_cuda_err(cudaGetLastError(), "gather insert");
 }
 
