@@ -188,6 +188,11 @@ $(B)/cuda/gpuq/cuda/%.o: gpuq/cuda/%.cu
 	@mkdir -p $(@D)
 	$(NVCC) $(NVFLAGS) -Xcompiler -fvisibility=hidden $(LIB_CPPFLAGS) -c -o $@ $<
 
+# the io_uring transport of the front end (fs/fuse/uring.c): its test sees libfuse too
+$(B)/tests/unit/fuse/%.o: TEST_CPPFLAGS += $(FUSE_CPPFLAGS)
+$(B)/tests/unit/fuse/%: $(B)/tests/unit/fuse/%.o $(FUSE_LIB) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $< $(FUSE_LIB) $(LIB) $(LDLIBS) -lfuse3 $(TEST_LDLIBS)
+
 # the attach server is the daemon's (fs/fuse/attach_srv.c): its tests link the front end's library
 $(B)/tests/unit/attach/%: $(B)/tests/unit/attach/%.o $(FUSE_LIB) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $< $(FUSE_LIB) $(LIB) $(LDLIBS) $(TEST_LDLIBS)
