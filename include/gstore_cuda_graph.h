@@ -77,7 +77,9 @@ struct gs_cuda_graph_params {
 
 int gs_cuda_graph_open(struct gs_cuda_graph **gp, struct gs_graph *g, struct gs_q *q,
 		       const struct gs_cuda_graph_params *p);
-/* After CPU-side updates: merge them, take the new layout, drop cached pages. */
+/* After CPU-side updates: merge them, take the new layout, drop cached pages
+ * (new rings when the merge moved or added pages).  After a failure the
+ * handle is only good for gs_cuda_graph_close(). */
 int gs_cuda_graph_sync(struct gs_cuda_graph *cg);
 void gs_cuda_graph_close(struct gs_cuda_graph *cg);
 /* The layout in use (host memory). */

@@ -704,6 +704,43 @@ out:
 	return ret;
 }
 
+/* The rings over the layout's extents and the page cache over them (again
+ * after a sync that moved pages: a gs_cuda copies its extents at open). */
+static int io_open(struct gs_cuda_graph *cg)
+{
+	struct gs_cuda_params cp = {};
+	struct gs_cuda_array_params ap = {};
+	size_t len;
+	int ret;
+
+	cp.block_size = cg->l->page_size;
+	cp.buf_bytes = 2 * cg->half;
+	cp.ext = (const struct gs_cam_ext *)cg->l->ext;
+	cp.next = cg->l->next;
+	cp.nblocks = cg->l->nblocks;
+	cp.device = cg->p.device;
+	ret = gs_cuda_open(&cg->c, cg->q, &cp);
+	if (ret)
+		return ret;
+	cg->cam = gs_cuda_cam(cg->c);
+	cg->region = (char *)gs_cuda_buf(cg->c, &len);
+	ap.cache_bytes = cg->p.cache_bytes;
+	ap.nio = cg->p.nio;
+	return gs_cuda_array_open(&cg->a, cg->c, &ap);
+}
+
+static void io_close(struct gs_cuda_graph *cg)
+{
+	if (cg->a)
+		gs_cuda_array_close(cg->a);
+	if (cg->c)
+		gs_cuda_close(cg->c);
+	cg->a = NULL;
+	cg->c = NULL;
+	cg->cam = NULL;
+	cg->region = NULL;
+}
+
 void gs_cuda_graph_close(struct gs_cuda_graph *cg)
 {
 	if (!cg)
@@ -720,10 +757,7 @@ void gs_cuda_graph_close(struct gs_cuda_graph *cg)
 	cudaFree(cg->d_count);
 	cudaFree(cg->d_flag);
 	cudaFree(cg->d_fpos);
-	if (cg->a)
-		gs_cuda_array_close(cg->a);
-	if (cg->c)
-		gs_cuda_close(cg->c);
+	io_close(cg);
 	gs_graph_layout_put(cg->l);
 	free(cg);
 }
@@ -732,10 +766,7 @@ int gs_cuda_graph_open(struct gs_cuda_graph **gp, struct gs_graph *g, struct gs_
 		       const struct gs_cuda_graph_params *params)
 {
 	struct gs_cuda_graph *cg;
-	struct gs_cuda_params cp = {};
-	struct gs_cuda_array_params ap = {};
 	struct gs_q_geom geom;
-	size_t len;
 	int ret;
 
 	if (!gp || !g || !q)
@@ -775,20 +806,7 @@ int gs_cuda_graph_open(struct gs_cuda_graph **gp, struct gs_graph *g, struct gs_
 		ret = -EINVAL;
 		goto fail;
 	}
-	cp.block_size = cg->l->page_size;
-	cp.buf_bytes = 2 * cg->half;
-	cp.ext = (const struct gs_cam_ext *)cg->l->ext;
-	cp.next = cg->l->next;
-	cp.nblocks = cg->l->nblocks;
-	cp.device = cg->p.device;
-	ret = gs_cuda_open(&cg->c, q, &cp);
-	if (ret)
-		goto fail;
-	cg->cam = gs_cuda_cam(cg->c);
-	cg->region = (char *)gs_cuda_buf(cg->c, &len);
-	ap.cache_bytes = cg->p.cache_bytes;
-	ap.nio = cg->p.nio;
-	ret = gs_cuda_array_open(&cg->a, cg->c, &ap);
+	ret = io_open(cg);
 	if (ret)
 		goto fail;
 	cg->runs_cap = (uint32_t)(cg->half / cg->l->page_size) + 1;
@@ -813,25 +831,25 @@ fail:
 int gs_cuda_graph_sync(struct gs_cuda_graph *cg)
 {
 	struct gs_graph_layout *l;
+	bool moved;
 	int ret;
 
 	ret = gs_graph_layout_get(cg->g, 0, &l);
 	if (ret)
 		return ret;
-	if (l->nblocks > cg->l->nblocks || l->next != cg->l->next ||
-	    memcmp(l->ext, cg->l->ext, l->next * sizeof(*l->ext))) {
-		/* the pages moved or grew: the rings address blocks by the old
-		 * extents (a gs_cuda copies them at open) */
-		gs_graph_layout_put(l);
-		return -ESTALE;
-	}
+	/* pages moved or added: new rings over the new extents; else the cache
+	 * only drops what it holds */
+	moved = !cg->c || l->nblocks != cg->l->nblocks || l->next != cg->l->next ||
+		memcmp(l->ext, cg->l->ext, l->next * sizeof(*l->ext));
 	free_dev(cg);
-	gs_graph_layout_put(cg->l);
+	if (moved)
+		io_close(cg);
+	gs_graph_layout_put(cg->l);	/* after the rings that used its extents */
 	cg->l = l;
-	ret = gs_cuda_array_invalidate(cg->a);
+	ret = moved ? io_open(cg) : gs_cuda_array_invalidate(cg->a);
 	if (!ret)
 		ret = load_layout(cg);
-	return ret;
+	return ret;	/* on failure the handle is only good for gs_cuda_graph_close() */
 }
 
 const struct gs_graph_layout *gs_cuda_graph_layout(struct gs_cuda_graph *cg)
@@ -893,6 +911,8 @@ int gs_cuda_graph_bfs(struct gs_cuda_graph *cg, uint64_t src, int32_t *depth, un
 
 	if (src >= nv || !depth || mode > GS_CUDA_GRAPH_CAM_BOTTOMUP)
 		return -EINVAL;
+	if (!cg->c || !cg->dv)
+		return -EIO;	/* a failed sync */
 	stats_begin(cg, &a0, &t0);
 	CU(cudaMemset(cg->d_err, 0, 8));
 	k_depth_init<<<grid_for(nv, 256), 256>>>(depth, nv, src);
@@ -968,6 +988,8 @@ int64_t gs_cuda_graph_cc(struct gs_cuda_graph *cg, uint64_t *label, unsigned mod
 
 	if (!label || mode > GS_CUDA_GRAPH_CAM_BOTTOMUP)
 		return -EINVAL;
+	if (!cg->c || !cg->dv)
+		return -EIO;	/* a failed sync */
 	stats_begin(cg, &a0, &t0);
 	CU(cudaMemset(cg->d_err, 0, 8));
 	CU(cudaMemset(cg->d_cnt, 0, 8));
@@ -1238,6 +1260,8 @@ int gs_cuda_graph_sample(struct gs_cuda_graph *cg, const uint64_t *seeds, uint32
 
 	if (!cg || !s || (nseeds && !seeds))
 		return -EINVAL;
+	if (!cg->c || !cg->dv)
+		return -EIO;	/* a failed sync */
 	ret = gs_graph_sample_bounds(nseeds, fanouts, nhops, &max_nodes, &max_edges);
 	if (ret)
 		return ret;
