@@ -126,6 +126,15 @@ GS_HD uint32_t gs_gp_count(const struct gs_gp_geom *gm, const uint8_t *page)
 	return gs_gp_ld32(page + gm->ps - GS_GP_FOOT + 4) & 0xffffu;
 }
 
+/* The tuple count, or 0 when the tuples it claims would not fit the page
+ * (a garbage footer: nothing in the page is read by index then). */
+GS_HD uint32_t gs_gp_count_bounded(const struct gs_gp_geom *gm, const uint8_t *page)
+{
+	uint32_t cnt = gs_gp_count(gm, page);
+
+	return (uint64_t)(cnt + 1) * gm->tup + GS_GP_FOOT > gm->ps ? 0 : cnt;
+}
+
 GS_HD const uint8_t *gs_gp_tuple(const struct gs_gp_geom *gm, const uint8_t *page, uint32_t i)
 {
 	return page + gm->ps - GS_GP_FOOT - (uint64_t)(i + 1) * gm->tup;
@@ -145,10 +154,8 @@ GS_HD uint32_t gs_gp_off(const struct gs_gp_geom *gm, const uint8_t *page, uint3
  * page (a garbage footer cannot make a search leave it). */
 GS_HD int gs_gp_find(const struct gs_gp_geom *gm, const uint8_t *page, uint64_t v)
 {
-	uint32_t lo = 0, hi = gs_gp_count(gm, page);
+	uint32_t lo = 0, hi = gs_gp_count_bounded(gm, page);
 
-	if ((uint64_t)(hi + 1) * gm->tup + GS_GP_FOOT > gm->ps)
-		return -1;
 	while (lo < hi) {
 		uint32_t mid = lo + (hi - lo) / 2;
 		uint64_t x = gs_gp_vertex(gm, page, mid);

@@ -234,10 +234,8 @@ static __global__ void k_bfs_pages_bu(const struct gs_cgraph *g, const uint8_t *
 
 	for (uint64_t i = warp; i < n; i += nwarps) {
 		const uint8_t *page = stage + i * gm->ps;
-		uint32_t cnt = gs_gp_count(gm, page);
+		uint32_t cnt = gs_gp_count_bounded(gm, page);
 
-		if ((uint64_t)(cnt + 1) * gm->tup + GS_GP_FOOT > gm->ps)
-			cnt = 0;
 		for (uint32_t t = 0; t < cnt; t++) {
 			uint64_t v = gs_gp_vertex(gm, page, t);
 			int in = 0, hit = 0;
@@ -275,10 +273,8 @@ static __global__ void k_bfs_pages(const struct gs_cgraph *g, const uint8_t *sta
 
 	for (uint64_t i = warp; i < n; i += nwarps) {
 		const uint8_t *page = stage + i * gm->ps;
-		uint32_t cnt = gs_gp_count(gm, page);
+		uint32_t cnt = gs_gp_count_bounded(gm, page);
 
-		if ((uint64_t)(cnt + 1) * gm->tup + GS_GP_FOOT > gm->ps)
-			cnt = 0;	/* not a page: its list bounds are checked anyway */
 		for (uint32_t t = 0; t < cnt; t++) {
 			uint64_t v = gs_gp_vertex(gm, page, t);
 			int in = 0;
@@ -349,10 +345,8 @@ static __global__ void k_cc_pages(const struct gs_cgraph *g, const uint8_t *stag
 
 	for (uint64_t i = warp; i < n; i += nwarps) {
 		const uint8_t *page = stage + i * gm->ps;
-		uint32_t cnt = gs_gp_count(gm, page);
+		uint32_t cnt = gs_gp_count_bounded(gm, page);
 
-		if ((uint64_t)(cnt + 1) * gm->tup + GS_GP_FOOT > gm->ps)
-			cnt = 0;
 		for (uint32_t t = 0; t < cnt; t++) {
 			uint64_t v = gs_gp_vertex(gm, page, t);
 
