@@ -123,6 +123,20 @@ static void open_rel(const char *mnt, const char *rel, uint32_t flags, struct gs
 		die("ring", ret);
 }
 
+/* order[0..n): 0..n-1 in a random order (Fisher-Yates, seeded by the pid) */
+static void shuffled(uint64_t *order, uint64_t n)
+{
+	srand(getpid());
+	for (uint64_t i = 0; i < n; i++)
+		order[i] = i;
+	for (uint64_t i = n; i > 1; i--) {
+		uint64_t j = (uint64_t)rand() % i, t = order[i - 1];
+
+		order[i - 1] = order[j];
+		order[j] = t;
+	}
+}
+
 static void open_obj(const char *path, uint32_t flags, struct gs_attach **a,
 		     struct gs_attach_obj *o, struct gs_attach_ring *r)
 {
@@ -150,16 +164,8 @@ static int cmd_read(const char *path, const char *out)
 	order = malloc((o.nblocks + 1) * sizeof(*order));
 	if (!data || !order)
 		die("malloc", ENOMEM);
-	/* a shuffled order: requests all over the file, as a GPU kernel makes them */
-	srand(getpid());
-	for (uint64_t i = 0; i < o.nblocks; i++)
-		order[i] = i;
-	for (uint64_t i = o.nblocks; i > 1; i--) {
-		uint64_t j = (uint64_t)rand() % i, t = order[i - 1];
-
-		order[i - 1] = order[j];
-		order[j] = t;
-	}
+	/* requests all over the file, as a GPU kernel makes them */
+	shuffled(order, o.nblocks);
 	for (uint64_t k = 0; k < o.nblocks + SLOTS; k++) {
 		uint32_t slot = k % SLOTS;
 
@@ -232,15 +238,7 @@ static int cmd_read_bs(const char *path, const char *out, uint32_t bs)
 	order = malloc((o.nblocks + 1) * sizeof(*order));
 	if (!data || !order)
 		die("malloc", ENOMEM);
-	srand(getpid());
-	for (uint64_t i = 0; i < o.nblocks; i++)
-		order[i] = i;
-	for (uint64_t i = o.nblocks; i > 1; i--) {
-		uint64_t j = (uint64_t)rand() % i, t = order[i - 1];
-
-		order[i - 1] = order[j];
-		order[j] = t;
-	}
+	shuffled(order, o.nblocks);
 	for (uint64_t i = 0; i < o.nblocks; i++) {
 		uint64_t b = order[i], dev, k = 0;
 		uint32_t boff, len, np = 0;
