@@ -115,6 +115,16 @@ qemu_add_dyn() {
 	return 0
 }
 
+# seconds a guest may run: GS_QEMU_TIMEOUT, else 30 s under the test's own
+# "# timeout:" (tests/run.sh kills the script there, and a guest killed by the
+# runner takes its console with it), else 600
+qemu_deadline() {
+	local t
+	[[ -n ${GS_QEMU_TIMEOUT:-} ]] && { echo "$GS_QEMU_TIMEOUT"; return; }
+	t=$(sed -n 's/^# timeout: *\([0-9]\+\).*/\1/p' "$0" 2>/dev/null | head -1)
+	echo "$(( ${t:-630} - 30 ))"
+}
+
 # qemu_boot NAME SCRIPT [extra qemu args]
 qemu_boot() {
 	qemu_initrd "$1" "$2" && qemu_run "$1" "${@:3}"
@@ -138,6 +148,13 @@ mount -t devtmpfs dev /dev
 [ -n "$(ls -A /tmp)" ] || mount -t tmpfs tmp /tmp
 export PATH=/bin:/usr/bin:/sbin
 . /common.sh
+# a guest that hangs says where before qemu is killed: the blocked tasks
+# (sysrq w) and the processes, on the console the host prints
+wd=$(sed -n 's/.*gs_wd=\([0-9]*\).*/\1/p' /proc/cmdline)
+if [ -n "$wd" ]; then
+	( sleep "$wd"; echo "GS-WATCHDOG still running after ${wd}s"; ps
+	  echo w >/proc/sysrq-trigger; dmesg | tail -120 ) &
+fi
 insmod /mod/gstore_nvme.ko || echo "FAIL: insmod gstore_nvme"
 sh -c '. /common.sh; . /test.sh'
 rc=$?
@@ -161,8 +178,11 @@ qemu_run() {
 
 	# no_timer_check: under a loaded TCG host the IO-APIC timer check can time out
 	local append="console=ttyS0 panic=-1 panic_on_warn=1 oops=panic slub_debug=FZPU no_timer_check"
+	local dl
+	dl=$(qemu_deadline)
+	append+=" gs_wd=$((dl > 90 ? dl - 45 : dl * 3 / 4))"
 	append+=" loglevel=4 rdinit=/init ${GS_QEMU_APPEND:-}"
-	timeout -k 5 "${GS_QEMU_TIMEOUT:-600}" qemu-system-x86_64 -accel tcg -machine q35 -m 1G -smp 2 \
+	timeout -k 5 "$dl" qemu-system-x86_64 -accel tcg -machine q35 -m 1G -smp 2 \
 		-nographic -no-reboot -monitor none -serial stdio -nic none \
 		-kernel "$KERNEL" -initrd "$W/$name.initrd.gz" -append "$append" \
 		-drive "file=$disk,if=none,id=nv0,format=raw" \
@@ -172,8 +192,10 @@ qemu_run() {
 	tr -d '\r' <"$W/$name.log" >"$W/$name.clean"
 	grep -E '^(ok|FAIL|skip|info|bench|GS-|hold|cycle)' "$W/$name.clean"
 	if ! grep -q '^GS-EXIT 0$' "$W/$name.clean" || grep -q 'GS-DMESG-BAD' "$W/$name.clean"; then
-		echo "---- guest console (last 60 lines), qemu rc $rc ----"
-		tail -60 "$W/$name.clean"
+		local n=60
+		grep -q '^GS-WATCHDOG' "$W/$name.clean" && n=250
+		echo "---- guest console (last $n lines), qemu rc $rc ----"
+		tail -$n "$W/$name.clean"
 		return 1
 	fi
 	return 0
