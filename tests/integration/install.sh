@@ -43,10 +43,17 @@ done
 so=$lib/libgstore.so
 readelf -d "$so" | grep -q 'SONAME.*\[libgstore\.so\.0\]' || fail "soname is not libgstore.so.0"
 # (type A: the version node GSTORE_0.1 itself, not a symbol of the API)
-nm -D --defined-only "$so" | awk '$2 != "A" { sub(/@.*/, "", $3); print $3 }' | sort >"$tmp/exports"
-bad=$(grep -v '^gs_' "$tmp/exports" || true)
+nm -D --defined-only "$so" | awk '$2 != "A" { sub(/@.*/, "", $3); print $3 }' | sort >"$tmp/all"
+bad=$(grep -v '^gs_' "$tmp/all" || true)
 [[ -z $bad ]] || fail "libgstore.so exports non-gs_ symbols:" $bad
-echo "libgstore.so exports $(wc -l <"$tmp/exports") symbols, all gs_*"
+# the API is version GSTORE_0.1; GSTORE_PRIVATE is the project's own CUDA library's
+nm -D --defined-only "$so" | awk '$2 != "A" && $3 ~ /@@GSTORE_0\.1$/ { sub(/@.*/, "", $3); print $3 }' |
+	sort >"$tmp/exports"
+nm -D --defined-only "$so" | awk '$2 != "A" && $3 ~ /@@GSTORE_PRIVATE$/ { sub(/@.*/, "", $3); print $3 }' |
+	sort >"$tmp/private"
+[[ $(($(wc -l <"$tmp/exports") + $(wc -l <"$tmp/private"))) -eq $(wc -l <"$tmp/all") ]] ||
+	fail "libgstore.so exports symbols outside GSTORE_0.1 and GSTORE_PRIVATE"
+echo "libgstore.so exports $(wc -l <"$tmp/exports") API symbols + $(wc -l <"$tmp/private") private, all gs_*"
 # every extern function a public header declares, as the compiler sees it (-aux-info)
 for h in "$inc"/gstore*.h; do
 	echo "#include <$(basename "$h")>" >"$tmp/h.c"
@@ -68,6 +75,10 @@ for s in $missing; do
 	undefined+=("$s")
 done
 [[ ${#undefined[@]} -eq 0 ]] || echo "note: declared, defined nowhere yet: ${undefined[*]}"
+# and the other way: every API export is declared by an installed header
+undeclared=$(comm -13 "$tmp/declared" "$tmp/exports")
+[[ -z $undeclared ]] || fail "exported in GSTORE_0.1 but declared by no public header:" $undeclared
+grep -qx gs_log "$tmp/private" || fail "gs_log is not in GSTORE_PRIVATE"
 
 # --- the installed headers: public ones, each alone ---
 for h in "$inc"/gstore*.h; do
