@@ -102,6 +102,8 @@ struct gs_cuda_gather_stats {
 	uint64_t tier_read_bytes;	/* bytes the fill read (its device bytes) */
 	double tier_fill_s;		/* fill time so far (to the last chunk when done) */
 	int tier_err;			/* the fill's error, 0 if none */
+	uint32_t rings;			/* the gs_cuda's rings */
+	uint32_t rings_used;		/* of them, those the reads went through (since open) */
 };
 /* Counters (waits for the context's work first). */
 int gs_cuda_gather_stats(struct gs_cuda_gather *g, struct gs_cuda_gather_stats *st);

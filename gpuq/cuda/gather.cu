@@ -74,6 +74,7 @@ struct gs_cuda_gather {
 	cudaEvent_t fork;
 	struct gstat *st;	/* device */
 	uint64_t calls;
+	uint64_t *tail0;	/* each ring's CAM tickets at open (rings used) */
 	/* the host tier */
 	struct gs_gather_tier_geom tier;
 	char *tier_buf;		/* host = device address (checked per chunk) */
@@ -141,18 +142,23 @@ static __global__ void plan_kernel(struct gs_gather_geom g, const uint64_t *rows
 
 /*
  * A warp's requests at once (as gs_prefetch_warp(), with a length): lanes
- * with @have read @nblk blocks from @blk into region offset @buf_off.
+ * with @have read @nblk blocks from @blk into region offset @buf_off, on the
+ * ring of the warp's SM (a gs_cuda's rings share its region: the offsets
+ * mean the same on each), so that a piece's warps spread over every ring's
+ * tickets and collector instead of all contending for the first.  *ticket:
+ * gs_prefetch_wait()'s (it names the ring).
  */
 static __device__ int issue_warp(struct gs_cam *q, int have, uint64_t blk, uint32_t nblk,
 				 uint64_t buf_off, uint64_t *ticket)
 {
 	unsigned am = __activemask();
-	int64_t dev = have ? gs_cam_dev_off(q, blk) : -1;
+	struct gs_cam *sh = gs_cam_shard(q, __shfl_sync(am, gs_cam_key(), __ffs(am) - 1));
+	int64_t dev = have ? gs_cam_dev_off(sh, blk) : -1;
 	int lane = threadIdx.x & 31, ret = 0;
 	uint64_t t = 0, s = 0;
 
 	if (have && dev < 0) {
-		gs_cam_fail(q, dev);
+		gs_cam_fail(sh, dev);
 		ret = (int)dev;
 	}
 	unsigned vm = __ballot_sync(am, have && dev >= 0);
@@ -163,23 +169,14 @@ static __device__ int issue_warp(struct gs_cam *q, int have, uint64_t blk, uint3
 	if (!vm)
 		return ret;
 	if (lane == leader) {
-		t = gs_cam_reserve(q, n);
-		s = gs_cam_sq_reserve(q, n);
+		t = gs_cam_reserve(sh, n);
+		s = gs_cam_sq_reserve(sh, n);
 	}
 	t = __shfl_sync(am, t, leader);
 	s = __shfl_sync(am, s, leader);
-	if (have && dev >= 0) {
-		struct gs_sqe e = GS_ZERO;
-
-		e.op = GS_OP_READ;
-		e.flags = GS_SQE_CQE | GS_SQE_BUF_OFF;
-		e.len = nblk << q->block_shift;
-		e.off = (uint64_t)dev;
-		e.buf = buf_off;
-		e.tag = t + rank;
-		gs_cam_push_at(q, s + rank, &e, rank == n - 1);
-		*ticket = t + rank;
-	}
+	if (have && dev >= 0)
+		*ticket = gs_gather_push(sh, t + rank, s + rank, (uint64_t)dev, nblk, buf_off,
+					 rank == n - 1);
 	/* every request of the warp is in the ring before any lane waits */
 	__syncwarp(am);
 	return ret;
@@ -616,6 +613,19 @@ static void tier_close(struct gs_cuda_gather *g)
 
 /* ---- host API ---- */
 
+/* Each ring's CAM tickets taken so far (@out: c->cs.n of them). */
+static int ring_tails(struct gs_cuda *c, uint64_t *out)
+{
+	for (uint32_t k = 0; k < c->cs.n; k++) {
+		int ret = gs_cuda_err(cudaMemcpy(&out[k], &c->cs.dcams[k].tail, 8,
+						 cudaMemcpyDeviceToHost), "ring tickets");
+
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
 static void slot_free(struct gslot *s)
 {
 	if (s->s)
@@ -724,6 +734,14 @@ int gs_cuda_gather_open(struct gs_cuda_gather **gp, struct gs_cuda *c,
 		goto fail;
 	}
 	g->dcam = gs_cuda_cam(c);
+	g->tail0 = (uint64_t *)calloc(c->cs.n, 8);
+	if (!g->tail0) {
+		ret = -ENOMEM;
+		goto fail;
+	}
+	ret = ring_tails(c, g->tail0);
+	if (ret)
+		goto fail;
 	buf = gs_cuda_buf(c, &blen);
 	half = (blen / 2) & ~(uint64_t)(bs - 1);
 	g->max_rows = (half / bs) / g->geom.maxb;
@@ -779,6 +797,7 @@ void gs_cuda_gather_close(struct gs_cuda_gather *g)
 	if (g->fork)
 		cudaEventDestroy(g->fork);
 	cudaFree(g->st);
+	free(g->tail0);
 	pthread_mutex_destroy(&g->mu);
 	pthread_cond_destroy(&g->cv);
 	free(g);
@@ -919,7 +938,13 @@ int gs_cuda_gather_stats(struct gs_cuda_gather *g, struct gs_cuda_gather_stats *
 	if (g->tier.nchunks)
 		st->tier_fill_s = (g->fill_done ? g->t1 : mono_s()) - g->t0;
 	st->tier_err = g->tier_err;
-	return 0;
+	st->rings = g->c->cs.n;
+	uint64_t t[GS_CAM_MAX_SHARDS];
+
+	ret = ring_tails(g->c, t);
+	for (uint32_t k = 0; !ret && k < g->c->cs.n; k++)
+		st->rings_used += t[k] != g->tail0[k];
+	return ret;
 }
 
 int gs_cuda_gather_tier_wait(struct gs_cuda_gather *g)

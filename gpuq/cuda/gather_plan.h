@@ -161,6 +161,31 @@ GS_HD uint32_t gs_gather_run(const struct gs_cam *c, const uint64_t *u, const ui
 	return len;
 }
 
+/*
+ * The request of a run (gs_gather_run()): @nblk blocks at device byte @dev
+ * (gs_cam_dev_off() of its first block: one device run) read into region
+ * offset @buf_off through shard @sh, the issuer's (gs_cam_self(): its SM's
+ * ring on a GPU; a gs_cuda's rings share one region, so the offset means the
+ * same on every ring), with CAM ticket @t and sq ticket @sq reserved
+ * beforehand (gs_cam_reserve(), gs_cam_sq_reserve(): a warp's at once);
+ * @last: @sq is the highest of that reservation.  Returns the ticket to wait
+ * for (gs_cam_ticket(): it names the shard).
+ */
+GS_HD uint64_t gs_gather_push(struct gs_cam *sh, uint64_t t, uint64_t sq, uint64_t dev,
+			      uint32_t nblk, uint64_t buf_off, int last)
+{
+	struct gs_sqe e = GS_ZERO;
+
+	e.op = GS_OP_READ;
+	e.flags = GS_SQE_CQE | GS_SQE_BUF_OFF;
+	e.len = nblk << sh->block_shift;
+	e.off = dev;
+	e.buf = buf_off;
+	e.tag = t;
+	gs_cam_push_at(sh, sq, &e, last);
+	return gs_cam_ticket(sh, t, 1);
+}
+
 /* ---- the GPU cache: direct-mapped block lines, one cache per region half ---- */
 
 /* The line block @b maps to among @nlines. */

@@ -9,18 +9,22 @@
  *   bam-ring  GPU cache misses through a ring (all misses: 64 MiB cache)
  *   bam-nvme  GPU cache misses as NVMe commands to the software controller
  *   hot       cached array reads vs a device-to-device copy
- * Each figure: one warm-up, then the median of RUNS runs.  Prints lines
- * "RESULT name value unit" for run-all.sh's table, and "RESULT name/raw
- * ratio x" for the GPU rows against the raw row measured next to them.
+ * CPU rows and the hot cache: one warm-up, then the median of RUNS runs.
+ * The GPU rows (cam, bam-ring, bam-nvme) are interleaved with raw runs in
+ * rounds (bench_interleaved(): the virtio disk drifts 10-20 % within a
+ * call, so each GPU run is compared with the raw rate around it), each row
+ * the median of its rounds and its spread.  Prints lines "RESULT name value
+ * unit" for run-all.sh's table, and "RESULT name/raw ratio x".
  *
- * Time.  A GPU run stops issuing at its time cap (GS_BENCH_CAP_S, default
- * 1.5 x the seconds per run; %globaltimer in the kernel, each warp decides
- * at the top of a round) and counts what it completed, so a slow row (BaM
- * through one ring at 132 SMs) costs the same as a fast one.  A row whose
- * worst case (warm-up + RUNS runs at the cap) would end past the budget
- * (GS_BENCH_BUDGET_S, default 130 s: run-all.sh gives the bench 150) is
- * skipped and says so.  Rings: GS_BENCH_RINGS ("0 1 4": the default count
- * for this GPU, then one ring and four, for the comparison).
+ * Time.  A GPU run stops issuing at its time cap (the seconds per run;
+ * %globaltimer in the kernel, each warp decides at the top of a round) and
+ * counts what it completed, so a slow row (BaM through one ring at 132 SMs)
+ * costs the same as a fast one.  The rounds that fit the budget
+ * (GS_BENCH_BUDGET_S, default 130 s: run-all.sh gives the bench its timeout
+ * less 20 s) are run, at most GS_BENCH_ROUNDS (5); the count is printed.
+ * Rings: GS_BENCH_RINGS ("0 4": the default count for this GPU, then four,
+ * for the comparison), GS_BENCH_BAM_RINGS ("0").  GS_BENCH_ONLY: words cpu,
+ * cam, bam, nvme, hot (default: all but nvme and hot).
  *
  *   bench [SECONDS_PER_RUN]
  */
@@ -41,19 +45,6 @@ static double t_start, budget_s = 130, cap_s;
 static void result(const char *name, double v, const char *unit, const char *how)
 {
 	printf("RESULT %-28s %12.0f %-6s %s\n", name, v, unit, how);
-	fflush(stdout);
-}
-
-/* A GPU row against the raw row next to it (0: none measured). */
-static void ratio(const char *name, double v, double raw)
-{
-	char n[96];
-
-	if (raw <= 0)
-		return;
-	snprintf(n, sizeof(n), "%s/raw", name);
-	printf("RESULT %-28s %12.2f %-6s %s / %.0f (raw next to it)\n", n, v / raw, "x", name,
-	       raw);
 	fflush(stdout);
 }
 
@@ -447,15 +438,6 @@ struct cam_arg {
 	uint64_t cap_ns;
 };
 
-static void cam_launch(void *p)
-{
-	cam_arg *a = (cam_arg *)p;
-
-	cam_kernel<<<a->blocks, a->threads>>>(a->q, a->region, nread, a->rounds,
-					      mix(now_s() * 1e9), 0, a->sum, cam_trace.d,
-					      a->cap_ns, a->done);
-}
-
 struct bam_arg {
 	struct gs_bam *a;
 	int blocks, threads;
@@ -504,166 +486,344 @@ static void camw_launch(void *p)
 }
 
 /*
- * CAM rows: @nrings rings (0: the default for this GPU), @pollers pollers,
- * the SM counts of GS_BENCH_SMS, both ways (GS_BENCH_CAM_WAYS), each row's
- * ratio to @raw (the raw row measured just before).
+ * Per-shard counters of a gs_cam set (device): the CAM tickets (tail) or,
+ * for BaM's misses, the bounce-slot tickets (sink_ticket) of each ring, to
+ * tell which rings a row's lanes issued on (the shard is the lane's SM).
  */
-static void bench_cam(unsigned pollers, double target_iops, uint32_t nrings, double raw)
+static std::vector<uint64_t> shard_counts(struct gs_cam *dcam, int sink)
 {
-	struct gs_q *q = open_q(path, pollers, 0);
-	struct gs_cuda_params p = {};
-	struct gs_cuda *c;
-	unsigned long long *sum, *done;
-	std::vector<int> sms = env_list("GS_BENCH_SMS", "16 32 132");
-	std::vector<int> ways = env_list("GS_BENCH_CAM_WAYS", "1");
-	int threads = 128, maxsm = *std::max_element(sms.begin(), sms.end());
+	struct gs_cam h;
+	std::vector<uint64_t> v;
 
-	p.buf_bytes = (size_t)maxsm * threads * BS;
-	p.sq_entries = 8192;
-	p.nrings = nrings;
-	OK(gs_cuda_open(&c, q, &p));
-	uint32_t nr = gs_cuda_nrings(c);
+	CK(cudaMemcpy(&h, dcam, sizeof(h), cudaMemcpyDeviceToHost));
+	uint32_t n = h.nshard > 1 ? h.nshard : 1;
+	std::vector<struct gs_cam> all(n);
 
-	CK(cudaMalloc(&sum, sizeof(*sum)));
-	CK(cudaMalloc(&done, sizeof(*done)));
-	cam_dev = gs_cuda_cam(c);
-	if (getenv("GS_BENCH_TRACE"))
-		trace_open(&cam_trace, maxsm * threads);
-	diag_fn = cam_diag;
-	diag_arg = c;
-	diag_q = q;
-
-	/* way 1 (default): gs_prefetch_warp + gs_prefetch_wait; 0: gs_prefetch +
-	 * gs_prefetch_sync (GS_BENCH_CAM_WAYS="1 0" for both) */
-	for (int w : ways)
-	for (int nsm : sms) {
-		cam_arg a = { gs_cuda_cam(c), (char *)gs_cuda_buf(c, NULL), nsm, threads, 0, sum,
-			      done, (uint64_t)(cap_s * 1e9) };
-		uint64_t want = (uint64_t)(target_iops * secs);
-		struct gs_q_stats s0, s1;
-		double c0, c1;
-		char name[64], how[192];
-
-		snprintf(name, sizeof(name), "cam%s_p%u_sm%d_r%u", w ? "w" : "", pollers, nsm, nr);
-		if (!budget_ok(name, RUNS, cap_s + 0.3))
-			continue;
-		/* rounds for about secs at the raw rate; the cap ends slower runs */
-		a.rounds = (uint32_t)std::max<uint64_t>(2, want / (a.blocks * threads));
-		gs_q_get_stats(q, &s0);
-		c0 = cpu_s();
-		double iops = median_of([&] {
-			unsigned long long n = 0;
-
-			if (cam_trace.h) {
-				cam_trace.n = nsm * threads;
-				memset(cam_trace.h, 0, cam_trace.n * sizeof(*cam_trace.h));
-			}
-			CK(cudaMemset(done, 0, sizeof(*done)));
-			a.cap_ns = (uint64_t)((warming ? 0.2 : cap_s) * 1e9);
-			double dt = gpu_time(w ? camw_launch : cam_launch, &a);
-
-			CK(cudaMemcpy(&n, done, sizeof(n), cudaMemcpyDeviceToHost));
-			return n / dt;
-		});
-		c1 = cpu_s();
-		gs_q_get_stats(q, &s1);
-		snprintf(how, sizeof(how), "%d blocks x %d threads, %u pollers, %u rings%s; "
-			 "%.2f CPU us/IO", nsm, threads, pollers, nr,
-			 w ? ", warp tickets, own waits" : "",
-			 (c1 - c0) * 1e6 / (double)(s1.reqs - s0.reqs));
-		result(name, iops, "IOPS", how);
-		ratio(name, iops, raw);
-	}
-	diag_fn = NULL;
-	diag_q = NULL;
-	trace_close(&cam_trace);
-	OK(gs_cuda_error(c));
-	gs_cuda_close(c);
-	gs_q_close(q);
-	cudaFree(sum);
-	cudaFree(done);
+	if (n > 1)
+		CK(cudaMemcpy(all.data(), h.shards, n * sizeof(h), cudaMemcpyDeviceToHost));
+	else
+		all[0] = h;
+	for (auto &c : all)
+		v.push_back(sink ? c.sink_ticket : c.tail);
+	return v;
 }
 
-/* BaM rows (misses through @nrings rings, or NVMe commands), as bench_cam. */
-static void bench_bam(int nvme, double target_iops, uint32_t nrings, double raw)
+/*
+ * One kind of GPU row with its handle open for the whole interleaved
+ * section: CAM warp rows (gs_prefetch_warp + gs_prefetch_wait) on @nrings
+ * rings, or BaM misses through the rings, or BaM misses as NVMe commands to
+ * the software controller.  Each (config, SM count) row collects one run
+ * per round.
+ */
+enum { K_CAM, K_BAM, K_NVME };
+
+struct sample {
+	double t, v;		/* midpoint (s since start), IOPS */
+	uint32_t used;		/* rings that got requests */
+};
+
+struct gcfg {
+	int kind;
+	uint32_t want_rings;	/* 0: the GPU's default */
+	uint32_t nr;		/* rings it got */
+	struct gs_q *q;
+	struct gs_cuda *c;
+	struct gs_cuda_array *a;
+	struct gs_swnvme *sw;
+	void *bar;
+	struct gs_cam *dcam;	/* shard 0 (rings used) */
+	unsigned long long *sum, *done;
+	std::vector<int> sms;
+	std::vector<std::vector<sample>> s;	/* per SM count */
+	std::vector<double> cpu, reqs;		/* CAM: process CPU s, requests */
+	char name[16][48];
+};
+
+static void gcfg_open(struct gcfg *g, int kind, uint32_t nrings, const std::vector<int> &sms)
 {
-	struct gs_q *q = NULL;
-	struct gs_cuda *c = NULL;
-	struct gs_swnvme *sw = NULL;
-	void *bar = NULL;
-	unsigned long long *sum;
+	int maxsm = *std::max_element(sms.begin(), sms.end());
 
-	if (nvme) {
-		struct gs_swnvme_params sp = {};
-
-		CK(cudaHostAlloc(&bar, gs_swnvme_bar_bytes(16), cudaHostAllocMapped));
-		sp.path = path;
-		sp.max_qpairs = 16;
-		/* commands in flight to the file: under the disk's queue (see gs_q_params) */
-		sp.depth = getenv("GS_SWNVME_DEPTH") ? atoi(getenv("GS_SWNVME_DEPTH")) : 128;
-		sp.bar = bar;
-		OK(gs_swnvme_start(&sw, &sp));
-	} else {
+	g->kind = kind;
+	g->want_rings = nrings;
+	g->sms = sms;
+	g->s.resize(sms.size());
+	g->cpu.assign(sms.size(), 0);
+	g->reqs.assign(sms.size(), 0);
+	CK(cudaMalloc(&g->sum, sizeof(*g->sum)));
+	CK(cudaMalloc(&g->done, sizeof(*g->done)));
+	if (kind == K_CAM) {
 		struct gs_cuda_params p = {};
 
-		q = open_q(path, 2, 0);
+		g->q = open_q(path, 2, 0);
+		p.buf_bytes = (size_t)maxsm * 128 * BS;
+		p.sq_entries = 8192;
 		p.nrings = nrings;
-		OK(gs_cuda_open(&c, q, &p));
+		OK(gs_cuda_open(&g->c, g->q, &p));
+		g->nr = gs_cuda_nrings(g->c);
+		g->dcam = gs_cuda_cam(g->c);
+	} else {
+		struct gs_cuda_array_params ap = {};
+		struct gs_bam h;
+
+		if (kind == K_NVME) {
+			struct gs_swnvme_params sp = {};
+
+			CK(cudaHostAlloc(&g->bar, gs_swnvme_bar_bytes(16), cudaHostAllocMapped));
+			sp.path = path;
+			sp.max_qpairs = 16;
+			/* commands in flight to the file: under the disk's queue (gs_q_params) */
+			sp.depth = getenv("GS_SWNVME_DEPTH") ? atoi(getenv("GS_SWNVME_DEPTH")) : 128;
+			sp.bar = g->bar;
+			OK(gs_swnvme_start(&g->sw, &sp));
+		} else {
+			struct gs_cuda_params p = {};
+
+			g->q = open_q(path, 2, 0);
+			p.nrings = nrings;
+			OK(gs_cuda_open(&g->c, g->q, &p));
+		}
+		ap.cache_bytes = 64u << 20;
+		ap.nio = 4096;
+		ap.backend = kind == K_NVME ? GS_BAM_NVME : GS_BAM_RING;
+		ap.swnvme = g->sw;
+		ap.nrings = nrings;
+		/* queues and slots: the defaults, as t_bam (8 x 256 hung once in the bench) */
+		OK(gs_cuda_array_open(&g->a, g->c, &ap));
+		CK(cudaMemcpy(&h, gs_cuda_array_dev(g->a), sizeof(h), cudaMemcpyDeviceToHost));
+		g->dcam = h.cam;
+		g->nr = kind == K_NVME ? 1 : (uint32_t)shard_counts(g->dcam, 1).size();
 	}
-	struct gs_cuda_array_params ap = {};
-	struct gs_cuda_array *a;
-
-	ap.cache_bytes = 64u << 20;
-	ap.nio = 4096;
-	ap.backend = nvme ? GS_BAM_NVME : GS_BAM_RING;
-	ap.swnvme = sw;
-	ap.nrings = nrings ? nrings : 0;
-	/* queues and slots: the defaults, as t_bam (8 x 256 hung once in the bench) */
-	OK(gs_cuda_array_open(&a, c, &ap));
-	CK(cudaMalloc(&sum, sizeof(*sum)));
-	diag_fn = (int (*)(void *, char *, size_t))gs_cuda_array_debug;
-	diag_arg = a;
-	diag_q = q;
-	for (int nsm : env_list("GS_BENCH_BAM_SMS", "16 32 132")) {
-		bam_arg b = { gs_cuda_array_dev(a), nsm, 256, 0, nread * (BS / 8), sum,
-			      (uint64_t)(cap_s * 1e9) };
-		uint64_t want = (uint64_t)(target_iops * secs);
-		char name[64], how[128];
-
-		if (nvme)
-			snprintf(name, sizeof(name), "bam_nvme_sm%d", nsm);
+	for (size_t i = 0; i < sms.size(); i++) {
+		if (kind == K_CAM)
+			snprintf(g->name[i], sizeof(g->name[i]), "camw_p2_sm%d_r%u", sms[i], g->nr);
+		else if (kind == K_BAM)
+			snprintf(g->name[i], sizeof(g->name[i]), "bam_ring_sm%d_r%u", sms[i], g->nr);
 		else
-			snprintf(name, sizeof(name), "bam_ring_sm%d_r%u", nsm, c ? gs_cuda_nrings(c) : 1);
-		if (!budget_ok(name, RUNS, cap_s + 0.3))
-			continue;
-		b.rounds = (uint32_t)std::max<uint64_t>(2, want / (b.blocks * 256));
-		double iops = median_of([&] {
-			struct gs_cuda_array_stats s0, s1;
+			snprintf(g->name[i], sizeof(g->name[i]), "bam_nvme_sm%d", sms[i]);
+	}
+}
 
-			OK(gs_cuda_array_stats(a, &s0));
-			b.cap_ns = (uint64_t)((warming ? 0.2 : cap_s) * 1e9);
-			double dt = gpu_time(bam_launch, &b);
+static void gcfg_close(struct gcfg *g)
+{
+	if (g->a) {
+		OK(gs_cuda_array_error(g->a));
+		gs_cuda_array_close(g->a);
+	}
+	if (g->c) {
+		OK(gs_cuda_error(g->c));
+		gs_cuda_close(g->c);
+	}
+	if (g->q)
+		gs_q_close(g->q);
+	if (g->sw) {
+		gs_swnvme_stop(g->sw);
+		cudaFreeHost(g->bar);
+	}
+	cudaFree(g->sum);
+	cudaFree(g->done);
+}
 
-			OK(gs_cuda_array_stats(a, &s1));
-			return (s1.misses - s0.misses) / dt;
-		});
-		snprintf(how, sizeof(how), "%d blocks x 256 threads, misses/s, %s", nsm,
-			 nvme ? "4 NVMe queues x 1024" : "2 pollers");
-		result(name, iops, "IOPS", how);
-		ratio(name, iops, raw);
+/*
+ * One time-capped run of row @i (@run_s seconds: every lane stops issuing
+ * at the cap, so each run takes the same time whatever its rate); IOPS, or
+ * misses/s for BaM.  @keep: a measured run (else a warm-up).
+ */
+static double gcfg_run(struct gcfg *g, size_t i, double run_s, int keep)
+{
+	int nsm = g->sms[i];
+	uint64_t cap_ns = (uint64_t)(run_s * 1e9);
+	std::vector<uint64_t> u0 = shard_counts(g->dcam, g->kind != K_CAM), u1;
+	double t0 = now_s() - t_start, iops;
+
+	if (g->kind == K_CAM) {
+		cam_arg a = { g->dcam, (char *)gs_cuda_buf(g->c, NULL), nsm, 128, UINT32_MAX,
+			      g->sum, g->done, cap_ns };
+		struct gs_q_stats s0, s1;
+		unsigned long long n = 0;
+		double c0, c1;
+
+		cam_dev = g->dcam;
+		diag_fn = cam_diag;
+		diag_arg = g->c;
+		diag_q = g->q;
+		gs_q_get_stats(g->q, &s0);
+		c0 = cpu_s();
+		CK(cudaMemset(g->done, 0, sizeof(*g->done)));
+		double dt = gpu_time(camw_launch, &a);
+
+		c1 = cpu_s();
+		gs_q_get_stats(g->q, &s1);
+		CK(cudaMemcpy(&n, g->done, sizeof(n), cudaMemcpyDeviceToHost));
+		iops = n / dt;
+		if (keep) {
+			g->cpu[i] += c1 - c0;
+			g->reqs[i] += (double)(s1.reqs - s0.reqs);
+		}
+	} else {
+		bam_arg b = { gs_cuda_array_dev(g->a), nsm, 256, UINT32_MAX,
+			      nread * (BS / 8), g->sum, cap_ns };
+		struct gs_cuda_array_stats s0, s1;
+
+		diag_fn = (int (*)(void *, char *, size_t))gs_cuda_array_debug;
+		diag_arg = g->a;
+		diag_q = g->q;
+		OK(gs_cuda_array_stats(g->a, &s0));
+		double dt = gpu_time(bam_launch, &b);
+
+		OK(gs_cuda_array_stats(g->a, &s1));
+		iops = (s1.misses - s0.misses) / dt;
 	}
 	diag_fn = NULL;
 	diag_q = NULL;
-	OK(gs_cuda_array_error(a));
-	gs_cuda_array_close(a);
-	gs_cuda_close(c);
-	if (q)
-		gs_q_close(q);
-	if (sw) {
-		gs_swnvme_stop(sw);
-		cudaFreeHost(bar);
+	u1 = shard_counts(g->dcam, g->kind != K_CAM);
+	if (keep) {
+		uint32_t used = 0;
+
+		for (size_t k = 0; k < u1.size(); k++)
+			used += u1[k] != u0[k];
+		if (u1.size() == 1)
+			used = 1;	/* unsharded BaM counts its slots elsewhere */
+		g->s[i].push_back(sample{ (t0 + now_s() - t_start) / 2, iops, used });
 	}
-	cudaFree(sum);
+	return iops;
+}
+
+static double median(std::vector<double> v)
+{
+	if (v.empty())
+		return 0;
+	std::sort(v.begin(), v.end());
+	return v.size() & 1 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+/* The raw rate at time @t: linear between the raw runs around it (the
+ * nearest one when @t is outside them). */
+static double raw_at(const std::vector<sample> &raw, double t)
+{
+	if (raw.empty())
+		return 0;
+	if (t <= raw.front().t)
+		return raw.front().v;
+	for (size_t k = 1; k < raw.size(); k++)
+		if (t <= raw[k].t) {
+			double f = (t - raw[k - 1].t) / (raw[k].t - raw[k - 1].t);
+
+			return raw[k - 1].v + f * (raw[k].v - raw[k - 1].v);
+		}
+	return raw.back().v;
+}
+
+/*
+ * The GPU rows against the raw disk, interleaved (the virtio disk moves
+ * 10-20 % within a call: a raw row measured once before a section decided
+ * targets by its drift).  Each round: a raw run, then one run of every row
+ * of the CAM configs, a raw run, one run of every BaM row; a last raw run
+ * closes.  Each GPU run's ratio is to the raw rate interpolated at its
+ * midpoint between the raw runs around it; a row reports the median of its
+ * rounds' IOPS and ratios and their spread (min..max).
+ */
+static void bench_interleaved(std::vector<gcfg> &cfgs, int rounds_want, int do_raw)
+{
+	std::vector<sample> raw;
+	size_t nrow = 0;
+
+	for (auto &g : cfgs)
+		nrow += g.sms.size();
+	/* one round's worst case: every GPU run at its time plus launch and
+	 * drain, two raw runs */
+	double per_run = secs + 0.15, round_s = (nrow + 2) * per_run;
+	/* less the closing raw run and the warm-ups */
+	double left = budget_s - (now_s() - t_start) - per_run - 0.4 * cfgs.size();
+	int rounds = std::min<int>(rounds_want, (int)(left / round_s));
+
+	if (rounds < rounds_want)
+		printf("bench: %d of %d interleaved rounds fit the budget (%.0f s left, a round "
+		       "takes up to %.1f s)\n", std::max(rounds, 0), rounds_want, left, round_s);
+	if (rounds < 1) {
+		for (auto &g : cfgs)
+			for (size_t i = 0; i < g.sms.size(); i++)
+				budget_ok(g.name[i], 1, round_s);
+		return;
+	}
+	/* warm-ups (short): every config once at its largest SM count, the raw path */
+	for (auto &g : cfgs)
+		gcfg_run(&g, g.sms.size() - 1, 0.2, 0);
+	auto raw_run = [&] {
+		double t0 = now_s() - t_start, v;
+
+		warming = false;
+		v = cpu_run(M_RAW, 64);
+		raw.push_back(sample{ (t0 + now_s() - t_start) / 2, v, 0 });
+	};
+	for (int r = 0; r < rounds; r++) {
+		if (do_raw)
+			raw_run();
+		for (int pass = 0; pass < 2; pass++) {
+			for (auto &g : cfgs) {
+				if ((g.kind == K_CAM) != (pass == 0))
+					continue;
+				for (size_t i = 0; i < g.sms.size(); i++)
+					gcfg_run(&g, i, secs, 1);
+			}
+			if (pass == 0 && do_raw)
+				raw_run();
+		}
+	}
+	if (do_raw)
+		raw_run();
+
+	std::vector<double> rv;
+
+	for (auto &s : raw)
+		rv.push_back(s.v);
+	if (do_raw) {
+		char how[160];
+
+		snprintf(how, sizeof(how), "O_DIRECT pread, 64 threads: median of the %zu raw runs "
+			 "between the GPU rows (%.0f..%.0f)", rv.size(),
+			 *std::min_element(rv.begin(), rv.end()), *std::max_element(rv.begin(), rv.end()));
+		result("raw_interleaved", median(rv), "IOPS", how);
+	}
+	for (auto &g : cfgs)
+		for (size_t i = 0; i < g.sms.size(); i++) {
+			std::vector<double> v, q;
+			uint32_t umin = UINT32_MAX, umax = 0;
+			char how[256], n[96];
+			int nsm = g.sms[i];
+
+			for (auto &s : g.s[i]) {
+				v.push_back(s.v);
+				if (do_raw)
+					q.push_back(s.v / raw_at(raw, s.t));
+				umin = std::min(umin, s.used);
+				umax = std::max(umax, s.used);
+			}
+			if (v.empty())
+				continue;
+			if (g.kind == K_CAM)
+				snprintf(how, sizeof(how), "%d blocks x 128 threads, 2 pollers, %u rings "
+					 "(%u used), warp tickets; median of %zu runs (%.0f..%.0f); "
+					 "%.2f CPU us/IO", nsm, g.nr, umax, v.size(),
+					 *std::min_element(v.begin(), v.end()),
+					 *std::max_element(v.begin(), v.end()),
+					 g.cpu[i] * 1e6 / std::max(1.0, g.reqs[i]));
+			else
+				snprintf(how, sizeof(how), "%d blocks x 256 threads, misses/s, %s (%u "
+					 "used); median of %zu runs (%.0f..%.0f)", nsm,
+					 g.kind == K_NVME ? "4 NVMe queues x 1024" : "2 pollers",
+					 umax, v.size(), *std::min_element(v.begin(), v.end()),
+					 *std::max_element(v.begin(), v.end()));
+			result(g.name[i], median(v), "IOPS", how);
+			if (q.empty())
+				continue;
+			snprintf(n, sizeof(n), "%s/raw", g.name[i]);
+			printf("RESULT %-28s %12.2f %-6s median of %zu ratios to the raw rate around "
+			       "each run (%.2f..%.2f)\n", n, median(q), "x", q.size(),
+			       *std::min_element(q.begin(), q.end()),
+			       *std::max_element(q.begin(), q.end()));
+			fflush(stdout);
+			(void)umin;
+		}
 }
 
 static void bench_hot(void)
@@ -792,53 +952,40 @@ int main(int argc, char **argv)
 			printf("RESULT %-28s %12s %-6s %s\n", "cufile", "n/a", "", cf.why);
 	}
 	/* the core alone: bin/gstore-bench io, run by run-all.sh */
-	double target = raw_best ? raw_best : 200000;
 
 	/*
-	 * The virtio disk changes speed within a run (10-20 % over a minute): a
-	 * raw row next to each section gives its rows a near reference too.
+	 * The GPU rows, interleaved with raw runs (bench_interleaved): CAM on
+	 * each ring count of GS_BENCH_RINGS (0: this GPU's default; a count that
+	 * repeats it is left out), BaM through the default rings (GS_BENCH_BAM_RINGS),
+	 * BaM over the NVMe queues with the word "nvme" in GS_BENCH_ONLY.
 	 */
-	auto raw_near = [&](const char *name) -> double {
-		double v;
-
-		if (!want("cpu") || !budget_ok(name, RUNS, secs + 0.2))
-			return 0;
-		v = median_of([&] { return cpu_run(M_RAW, 64); });
-		result(name, v, "IOPS", "O_DIRECT pread, 64 threads, next to the rows below");
-		return v;
-	};
-	/* 0: the default ring count for this GPU; skip a count that repeats it */
-	std::vector<int> rings = env_list("GS_BENCH_RINGS", "0 1 4");
+	std::vector<gcfg> cfgs;
+	std::vector<int> sms = env_list("GS_BENCH_SMS", "16 32 132");
 	uint32_t auto_rings = gs_cuda_default_nrings(0);
-	auto dup_ring = [&](size_t i) {
-		return i && (uint32_t)rings[i] == auto_rings && rings[0] == 0;
+	auto add = [&](int kind, int nr) {
+		for (auto &g : cfgs)
+			if (g.kind == kind && (g.want_rings ? g.want_rings : auto_rings) ==
+						      (nr ? (uint32_t)nr : auto_rings))
+				return;
+		cfgs.emplace_back();
+		gcfg_open(&cfgs.back(), kind, (uint32_t)nr, kind == K_CAM ? sms :
+			  env_list("GS_BENCH_BAM_SMS", "16 32 132"));
 	};
 
-	/* rows in order of importance, for the budget: each ring count's CAM and BaM
-	 * rows (the default count first), then BaM over NVMe queues */
-	for (size_t i = 0; i < rings.size(); i++) {
-		char rn[64];
-
-		if (dup_ring(i))
-			continue;
-		if (want("cam"))
-			for (int np : env_list("GS_BENCH_POLLERS", "2")) {
-				snprintf(rn, sizeof(rn), "raw_near_cam_p%d_r%d", np, rings[i]);
-				double raw = raw_near(rn);
-
-				bench_cam((unsigned)np, target, (uint32_t)rings[i], raw);
-			}
-		if (want("bam")) {
-			snprintf(rn, sizeof(rn), "raw_near_bam_r%d", rings[i]);
-			double raw = raw_near(rn);
-
-			bench_bam(0, target, (uint32_t)rings[i], raw);
-		}
-	}
-	if (want("bam")) {
-		double raw = raw_near("raw_near_bam_nvme");
-
-		bench_bam(1, target, 1, raw);
+	cfgs.reserve(16);
+	if (want("cam"))
+		for (int nr : env_list("GS_BENCH_RINGS", "0 4"))
+			add(K_CAM, nr);
+	if (want("bam"))
+		for (int nr : env_list("GS_BENCH_BAM_RINGS", "0"))
+			add(K_BAM, nr);
+	if (want("nvme"))
+		add(K_NVME, 1);
+	if (!cfgs.empty()) {
+		bench_interleaved(cfgs, getenv("GS_BENCH_ROUNDS") ? atoi(getenv("GS_BENCH_ROUNDS")) : 5,
+				  want("cpu"));
+		for (auto &g : cfgs)
+			gcfg_close(&g);
 	}
 	if (want("hot"))
 		bench_hot();

@@ -23,6 +23,7 @@
 
 #include "gstore.h"
 #include "gstore_cuda_bam.h"
+#include "gpuq/cuda/gather_plan.h"
 
 #define BS		4096u
 #define NBLOCKS		4096u		/* 16 MiB file of 4 KiB units */
@@ -225,18 +226,16 @@ static void *shard_reader(void *arg)
 	return NULL;
 }
 
-static void test_cam_shards(void **state)
+/* NTH threads of @fn over @e's four shards: no bad reads, every shard used */
+static void run_readers(struct senv *e, void *(*fn)(void *))
 {
-	struct senv e;
 	pthread_t t[NTH];
 	struct run r[NTH];
 	uint32_t used = 0;
 
-	/* small rings and few words per shard: many laps on each */
-	senv_open(&e, 4, 16, 16, 0, NTH * 4 * BS, 0, 12);
 	for (int i = 0; i < NTH; i++) {
-		r[i] = (struct run){ .e = &e, .id = i };
-		pthread_create(&t[i], NULL, shard_reader, &r[i]);
+		r[i] = (struct run){ .e = e, .id = i };
+		pthread_create(&t[i], NULL, fn, &r[i]);
 	}
 	for (int i = 0; i < NTH; i++) {
 		pthread_join(t[i], NULL);
@@ -245,6 +244,15 @@ static void test_cam_shards(void **state)
 	}
 	/* eight threads with consecutive keys cover all four shards */
 	assert_int_equal(used, 0xf);
+}
+
+static void test_cam_shards(void **state)
+{
+	struct senv e;
+
+	/* small rings and few words per shard: many laps on each */
+	senv_open(&e, 4, 16, 16, 0, NTH * 4 * BS, 0, 12);
+	run_readers(&e, shard_reader);
 	assert_int_equal(gs_cam_sync_all(&e.cam[0]), 0);
 	for (uint32_t k = 0; k < e.n; k++) {
 		assert_true(e.cam[k].tail > 0);
@@ -291,6 +299,62 @@ static void test_cam_shards_flush(void **state)
 			((uint64_t *)(e.buf[0] + j * BS))[i] = pattern(ids[j] * BS + i * 8);
 	assert_int_equal(gs_cam_blocks(&e.cam[1], GS_OP_WRITE, ids, 16, e.buf[0]), 0);
 	assert_int_equal(gs_cam_flush_all(&e.cam[3]), 0);
+	senv_close(&e);
+}
+
+/* ---- the gather's reads over shards ---- */
+
+/*
+ * As gs_cuda_gather()'s issue kernel: a "warp" (a thread here) reserves two
+ * runs' tickets at once on its own shard, fills them with gs_gather_push()
+ * (runs of 1..4 blocks into the region all shards share), and waits for each
+ * by its ticket, decoded from the set's first shard as gs_prefetch_wait()
+ * does.  Before, every gather read went through the first ring.
+ */
+static void *gather_reader(void *arg)
+{
+	struct run *r = arg;
+	struct gs_cam *root = &r->e->cam[0], *s = gs_cam_self(root);
+	uint64_t base = (uint64_t)r->id * 8 * BS;
+
+	r->shard = s->shard_id;
+	for (uint64_t k = 0; k < 200; k++) {
+		uint32_t len[2] = { 1 + k % 4, 1 + (k + 1) % 4 };
+		uint64_t blk[2], tk[2], t = gs_cam_reserve(s, 2), sq = gs_cam_sq_reserve(s, 2);
+
+		for (uint32_t j = 0; j < 2; j++) {
+			blk[j] = mix(r->id * 1000003ull + k * 7 + j) % (NBLOCKS - 64);
+			tk[j] = gs_gather_push(s, t + j, sq + j, (uint64_t)gs_cam_dev_off(s, blk[j]),
+					       len[j], base + j * 4 * BS, j == 1);
+		}
+		for (uint32_t j = 0; j < 2; j++) {
+			uint64_t tt;
+			uint32_t np;
+			struct gs_cam *w = gs_cam_ticket_decode(root, tk[j], &tt, &np);
+
+			/* the result: its bytes, or 0 when retire passed it and
+			 * its word went to a later ticket (gs_cam_ticket_done()) */
+			int64_t res = w == s ? gs_cam_wait_ticket(w, tt) : -1;
+
+			if (w != s || tt != t + j || np != 1 || (res && res != (int64_t)len[j] * BS))
+				r->bad++;
+			for (uint32_t b = 0; b < len[j]; b++)
+				r->bad += block_bad(r->e->buf[0] + base + (j * 4 + b) * BS, blk[j] + b);
+		}
+	}
+	return NULL;
+}
+
+static void test_gather_shards(void **state)
+{
+	struct senv e;
+
+	senv_open(&e, 4, 16, 16, 0, NTH * 8 * BS, 0, 12);
+	run_readers(&e, gather_reader);
+	/* every ring carried its issuers' reads, all retired, no error */
+	assert_int_equal(gs_cam_sync_all(&e.cam[0]), 0);
+	for (uint32_t k = 0; k < e.n; k++)
+		assert_int_equal(e.cam[k].tail, 2 * 200 * (NTH / 4));
 	senv_close(&e);
 }
 
@@ -475,6 +539,7 @@ int main(void)
 		cmocka_unit_test(test_ticket_codec),
 		cmocka_unit_test(test_cam_shards),
 		cmocka_unit_test(test_cam_shards_flush),
+		cmocka_unit_test(test_gather_shards),
 		cmocka_unit_test(test_pieces),
 		cmocka_unit_test(test_bam_shards),
 	};
