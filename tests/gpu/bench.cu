@@ -546,6 +546,8 @@ static void gcfg_open(struct gcfg *g, int kind, uint32_t nrings, const std::vect
 	g->kind = kind;
 	g->want_rings = nrings;
 	g->sms = sms;
+	if (g->sms.size() > 16)
+		g->sms.resize(16);	/* name[] */
 	g->s.resize(sms.size());
 	g->cpu.assign(sms.size(), 0);
 	g->reqs.assign(sms.size(), 0);
