@@ -374,10 +374,16 @@ static int (*diag_fn)(void *arg, char *buf, size_t len);
 static void *diag_arg;
 static struct gs_q *diag_q;
 
+/* diag_q's requests in the backend and active pollers, sampled about every
+ * millisecond while gpu_time() waits (sums and count; the caller resets) */
+static double samp_inflight, samp_active;
+static long samp_n;
+
 static double gpu_time(void (*launch)(void *), void *arg)
 {
 	cudaEvent_t e0, e1;
 	cudaError_t e;
+	unsigned polls = 0;
 	double end = now_s() + (getenv("GS_BENCH_STUCK_S") ? atof(getenv("GS_BENCH_STUCK_S")) : 30);
 	float ms;
 
@@ -401,6 +407,14 @@ static double gpu_time(void (*launch)(void *), void *arg)
 			       st.max_pollers, (unsigned long long)st.sleeps);
 			fflush(stdout);
 			_exit(3);
+		}
+		if (diag_q && ++polls % 10 == 0) {
+			struct gs_q_stats st;
+
+			gs_q_get_stats(diag_q, &st);
+			samp_inflight += st.inflight;
+			samp_active += st.active_pollers;
+			samp_n++;
 		}
 		usleep(100);
 	}
@@ -536,6 +550,8 @@ struct gcfg {
 	std::vector<int> sms;
 	std::vector<std::vector<sample>> s;	/* per SM count */
 	std::vector<double> cpu, reqs;		/* CAM: process CPU s, requests */
+	std::vector<double> inflight, active;	/* backend samples' sums (gpu_time()) */
+	std::vector<long> nsamp;
 	char name[16][48];
 };
 
@@ -548,9 +564,12 @@ static void gcfg_open(struct gcfg *g, int kind, uint32_t nrings, const std::vect
 	g->sms = sms;
 	if (g->sms.size() > 16)
 		g->sms.resize(16);	/* name[] */
-	g->s.resize(sms.size());
-	g->cpu.assign(sms.size(), 0);
-	g->reqs.assign(sms.size(), 0);
+	g->s.resize(g->sms.size());
+	g->cpu.assign(g->sms.size(), 0);
+	g->reqs.assign(g->sms.size(), 0);
+	g->inflight.assign(g->sms.size(), 0);
+	g->active.assign(g->sms.size(), 0);
+	g->nsamp.assign(g->sms.size(), 0);
 	CK(cudaMalloc(&g->sum, sizeof(*g->sum)));
 	CK(cudaMalloc(&g->done, sizeof(*g->done)));
 	if (kind == K_CAM) {
@@ -595,7 +614,7 @@ static void gcfg_open(struct gcfg *g, int kind, uint32_t nrings, const std::vect
 		g->dcam = h.cam;
 		g->nr = kind == K_NVME ? 1 : (uint32_t)shard_counts(g->dcam, 1).size();
 	}
-	for (size_t i = 0; i < sms.size(); i++) {
+	for (size_t i = 0; i < g->sms.size(); i++) {
 		if (kind == K_CAM)
 			snprintf(g->name[i], sizeof(g->name[i]), "camw_p2_sm%d_r%u", sms[i], g->nr);
 		else if (kind == K_BAM)
@@ -636,6 +655,9 @@ static double gcfg_run(struct gcfg *g, size_t i, double run_s, int keep)
 	uint64_t cap_ns = (uint64_t)(run_s * 1e9);
 	std::vector<uint64_t> u0 = shard_counts(g->dcam, g->kind != K_CAM), u1;
 	double t0 = now_s() - t_start, iops;
+
+	samp_inflight = samp_active = 0;
+	samp_n = 0;
 
 	if (g->kind == K_CAM) {
 		cam_arg a = { g->dcam, (char *)gs_cuda_buf(g->c, NULL), nsm, 128, UINT32_MAX,
@@ -679,6 +701,9 @@ static double gcfg_run(struct gcfg *g, size_t i, double run_s, int keep)
 	diag_q = NULL;
 	u1 = shard_counts(g->dcam, g->kind != K_CAM);
 	if (keep) {
+		g->inflight[i] += samp_inflight;
+		g->active[i] += samp_active;
+		g->nsamp[i] += samp_n;
 		uint32_t used = 0;
 
 		for (size_t k = 0; k < u1.size(); k++)
@@ -789,32 +814,37 @@ static void bench_interleaved(std::vector<gcfg> &cfgs, int rounds_want, int do_r
 	for (auto &g : cfgs)
 		for (size_t i = 0; i < g.sms.size(); i++) {
 			std::vector<double> v, q;
-			uint32_t umin = UINT32_MAX, umax = 0;
-			char how[256], n[96];
+			uint32_t umax = 0;
+			char how[320], n[96];
 			int nsm = g.sms[i];
 
 			for (auto &s : g.s[i]) {
 				v.push_back(s.v);
 				if (do_raw)
 					q.push_back(s.v / raw_at(raw, s.t));
-				umin = std::min(umin, s.used);
 				umax = std::max(umax, s.used);
 			}
 			if (v.empty())
 				continue;
+			char core[96] = "";
+			long ns = std::max(1L, g.nsamp[i]);
+
+			if (g.nsamp[i])
+				snprintf(core, sizeof(core), "; backend: %.0f in flight, %.2f pollers "
+					 "active (means)", g.inflight[i] / ns, g.active[i] / ns);
 			if (g.kind == K_CAM)
 				snprintf(how, sizeof(how), "%d blocks x 128 threads, 2 pollers, %u rings "
 					 "(%u used), warp tickets; median of %zu runs (%.0f..%.0f); "
-					 "%.2f CPU us/IO", nsm, g.nr, umax, v.size(),
+					 "%.2f CPU us/IO%s", nsm, g.nr, umax, v.size(),
 					 *std::min_element(v.begin(), v.end()),
 					 *std::max_element(v.begin(), v.end()),
-					 g.cpu[i] * 1e6 / std::max(1.0, g.reqs[i]));
+					 g.cpu[i] * 1e6 / std::max(1.0, g.reqs[i]), core);
 			else
-				snprintf(how, sizeof(how), "%d blocks x 256 threads, misses/s, %s (%u "
-					 "used); median of %zu runs (%.0f..%.0f)", nsm,
-					 g.kind == K_NVME ? "4 NVMe queues x 1024" : "2 pollers",
+				snprintf(how, sizeof(how), "%d blocks x 256 threads, misses/s, %s, %u "
+					 "rings (%u used); median of %zu runs (%.0f..%.0f)%s", nsm,
+					 g.kind == K_NVME ? "4 NVMe queues x 1024" : "2 pollers", g.nr,
 					 umax, v.size(), *std::min_element(v.begin(), v.end()),
-					 *std::max_element(v.begin(), v.end()));
+					 *std::max_element(v.begin(), v.end()), core);
 			result(g.name[i], median(v), "IOPS", how);
 			if (q.empty())
 				continue;
@@ -824,7 +854,6 @@ static void bench_interleaved(std::vector<gcfg> &cfgs, int rounds_want, int do_r
 			       *std::min_element(q.begin(), q.end()),
 			       *std::max_element(q.begin(), q.end()));
 			fflush(stdout);
-			(void)umin;
 		}
 }
 
