@@ -16,7 +16,9 @@
  *   gnn raw FILE SECS THREADS            random 4 KiB O_DIRECT preads: the disk's limit
  *   gnn gstore FILE BATCHES ROWB SECS|epoch TIER_MIB NAME [GPU_CACHE_MIB]
  *   gnn disk FILE BATCHES ROWB ROUNDS SECS NAME   gather windows and raw windows
- *                                        taking turns: the disk's share (cmd_disk)
+ *                                        taking turns: the disk's share (cmd_disk);
+ *                                        GNN_DISK_STREAMS ("2 1"): gather streams
+ *   (GNN_GATHER_STREAMS: the gstore peer's gather streams, 2; see gpipe)
  *   gnn mmap FILE BATCHES ROWB SECS|epoch THREADS random|plain NAME
  *   gnn loadall FILE BATCHES ROWB NAME   read the table into GPU memory, gather there
  *
@@ -338,16 +340,22 @@ static uint64_t *upload_rows(const batches &bt, std::vector<uint64_t> &first)
 	return d;
 }
 
-/* The double-buffered pipeline's parts: batch i + 1 gathered into one
- * buffer on sg while batch i is consumed from the other on sc. */
+/* The double-buffered pipeline's parts: batch j gathered into buffer j & 1
+ * on gather stream sg[j & 1] (or sg[0] alone: one stream) while batch j - 1
+ * is consumed from the other buffer on sc.  With two gather streams the
+ * reads of batch j + 1 start while batch j is still copied out of the
+ * region (its plan and sort too): the disk is not left idle between
+ * batches (a call waits for what its stream holds, its predecessor's copy
+ * included). */
 struct gpipe {
 	batches bt;
 	std::vector<uint64_t> first;
 	uint64_t *drows;
 	char *dbuf[2];
 	unsigned long long *sum;
-	cudaStream_t sg, sc;
+	cudaStream_t sg[2], sc;
 	cudaEvent_t eg[2], ec[2];
+	int nsg;	/* gather streams: 2, or 1 */
 };
 
 static void pipe_open(gpipe *p, const char *bat, uint64_t rb)
@@ -360,10 +368,35 @@ static void pipe_open(gpipe *p, const char *bat, uint64_t rb)
 		CK(cudaMalloc(&p->dbuf[i], p->bt.maxn * rb));
 		CK(cudaEventCreateWithFlags(&p->eg[i], cudaEventDisableTiming));
 		CK(cudaEventCreateWithFlags(&p->ec[i], cudaEventDisableTiming));
+		CK(cudaStreamCreateWithFlags(&p->sg[i], cudaStreamNonBlocking));
 	}
 	CK(cudaMalloc(&p->sum, 8));
-	CK(cudaStreamCreateWithFlags(&p->sg, cudaStreamNonBlocking));
 	CK(cudaStreamCreateWithFlags(&p->sc, cudaStreamNonBlocking));
+	p->nsg = getenv("GNN_GATHER_STREAMS") ? atoi(getenv("GNN_GATHER_STREAMS")) : 2;
+}
+
+/* Gather batch @j (of the file's, modulo their count) into its buffer, once
+ * the buffer's previous batch (j - 2) is consumed. */
+static void pipe_gather(gpipe *p, struct gs_cuda_gather *g, uint64_t j)
+{
+	uint64_t b = j % p->bt.b.size();
+	cudaStream_t s = p->sg[p->nsg > 1 ? j & 1 : 0];
+
+	CK(cudaStreamWaitEvent(s, p->ec[j & 1], 0));
+	OK(gs_cuda_gather(g, p->drows + p->first[b], p->bt.b[b].size(), p->dbuf[j & 1], s));
+	CK(cudaEventRecord(p->eg[j & 1], s));
+}
+
+/* Consume batch @j once gathered, and wait for it: its rows. */
+static uint64_t pipe_consume(gpipe *p, uint64_t j, uint64_t rb)
+{
+	uint64_t n = p->bt.b[j % p->bt.b.size()].size();
+
+	CK(cudaStreamWaitEvent(p->sc, p->eg[j & 1], 0));
+	consume(p->dbuf[j & 1], n * rb, p->sum, p->sc);
+	CK(cudaEventRecord(p->ec[j & 1], p->sc));
+	CK(cudaEventSynchronize(p->ec[j & 1]));
+	return n;
 }
 
 /* gstore's side: @pollers on @path, a gs_cuda with a 256 MiB region
@@ -402,12 +435,7 @@ static int cmd_gstore(int argc, char **argv)
 
 	pipe_open(&pp, argv[3], rb);
 	batches &bt = pp.bt;
-	std::vector<uint64_t> &first = pp.first;
-	uint64_t *drows = pp.drows;
 	char **dbuf = pp.dbuf;
-	unsigned long long *sum = pp.sum;
-	cudaStream_t sg = pp.sg, sc = pp.sc;
-	cudaEvent_t *eg = pp.eg, *ec = pp.ec;
 	double t0 = now_s(), c0 = cpu_now(), io0 = io_read_bytes();
 	struct gs_q *q;
 	struct gs_cuda_gather_params gp;
@@ -426,30 +454,17 @@ static int cmd_gstore(int argc, char **argv)
 	gp.cache_bytes = cache;
 	OK(gs_cuda_gather_open(&g, c, &gp));
 
-	/* gather batch i + 1 on sg while batch i is consumed on sc */
+	/* gather batch i + 1 while batch i is consumed (gpipe) */
 	uint64_t nb = bt.b.size(), done = 0, i;
 	double until = t0 + secs;
-
-	OK(gs_cuda_gather(g, drows + first[0], bt.b[0].size(), dbuf[0], sg));
-	CK(cudaEventRecord(eg[0], sg));
 	std::vector<double> tb;
 
+	pipe_gather(&pp, g, 0);
 	/* steady state: the batches again and again until the window closes */
 	for (i = 0; epoch ? i < nb : now_s() < until; i++) {
-		int k = i & 1;
-		uint64_t b = i % nb, nx = (i + 1) % nb;
-
-		if (!epoch || i + 1 < nb) {
-			/* its buffer's previous batch (i - 1) consumed first */
-			CK(cudaStreamWaitEvent(sg, ec[!k], 0));
-			OK(gs_cuda_gather(g, drows + first[nx], bt.b[nx].size(), dbuf[!k], sg));
-			CK(cudaEventRecord(eg[!k], sg));
-		}
-		CK(cudaStreamWaitEvent(sc, eg[k], 0));
-		consume(dbuf[k], bt.b[b].size() * rb, sum, sc);
-		CK(cudaEventRecord(ec[k], sc));
-		CK(cudaEventSynchronize(ec[k]));
-		done += bt.b[b].size();
+		if (!epoch || i + 1 < nb)
+			pipe_gather(&pp, g, i + 1);
+		done += pipe_consume(&pp, i, rb);
 		tb.push_back(now_s());
 	}
 	run_out o = { now_s() - t0, (double)i, (double)done, cpu_now() - c0,
@@ -462,14 +477,14 @@ static int cmd_gstore(int argc, char **argv)
 
 	snprintf(how, sizeof(how), "gathers read %.1f MiB/batch; %llu requests, %llu blocks, %llu "
 		 "GPU cache hits (%llu MiB) for %llu rows (%llu from the host tier, %.0f MiB filled "
-		 "in %.2f s)%s; reads on %u of %u rings; the main thread sleeps in "
-		 "cudaEventSynchronize",
+		 "in %.2f s)%s; reads on %u of %u rings, %d gather stream%s; the main thread "
+		 "sleeps in cudaEventSynchronize",
 		 (st.bytes / 1048576.0) / std::max<double>(1, st.calls),
 		 (unsigned long long)st.requests, (unsigned long long)st.blocks,
 		 (unsigned long long)st.cache_hits, (unsigned long long)(cache >> 20),
 		 (unsigned long long)st.rows, (unsigned long long)st.tier_rows,
 		 st.tier_filled / 1048576.0, st.tier_fill_s, st.tier_err ? ", TIER FAILED" : "",
-		 st.rings_used, st.rings);
+		 st.rings_used, st.rings, pp.nsg, pp.nsg > 1 ? "s" : "");
 	/* threads: the pollers, the tier's fill and (until it has pinned the tier) pinner */
 	report(name, epoch ? "epoch" : "steady", o, rb, (int)pollers + (tier ? 2 : 0), how);
 	if (epoch)
@@ -504,6 +519,10 @@ static int cmd_gstore(int argc, char **argv)
  * measured once, before, decided the target by its drift.
  *
  *   gnn disk FILE BATCHES ROWB ROUNDS SECS NAME
+ *
+ * Each round has a gather window per stream count of GNN_DISK_STREAMS ("2 1":
+ * the pipeline's two gather streams, then one, for the comparison), each
+ * followed by a raw window.
  */
 static int cmd_disk(int argc, char **argv)
 {
@@ -531,51 +550,49 @@ static int cmd_disk(int argc, char **argv)
 	OK(gs_cuda_gather_open(&g, c, &gp));
 
 	uint64_t i = 0, last = 0;
-	/* one window of the pipeline (batch i + 1 gathered while i is consumed),
-	 * drained at its end: device blocks read per second */
-	auto window = [&](double w) {
+	/* one window of the pipeline with @nsg gather streams, drained at its end
+	 * (the batch gathered ahead consumed too): device blocks read per second */
+	auto window = [&](double w, int nsg) {
 		struct gs_cuda_gather_stats s0, s1;
 		double t0, until;
 
+		pp.nsg = nsg;
 		OK(gs_cuda_gather_stats(g, &s0));
 		t0 = now_s();
 		until = t0 + w;
-		OK(gs_cuda_gather(g, pp.drows + pp.first[i % nb], bt.b[i % nb].size(),
-				  pp.dbuf[i & 1], pp.sg));
-		CK(cudaEventRecord(pp.eg[i & 1], pp.sg));
+		pipe_gather(&pp, g, i);
 		for (; now_s() < until; i++) {
-			int k = i & 1;
-			uint64_t nx = (i + 1) % nb;
-
-			CK(cudaStreamWaitEvent(pp.sg, pp.ec[!k], 0));
-			OK(gs_cuda_gather(g, pp.drows + pp.first[nx], bt.b[nx].size(), pp.dbuf[!k],
-					  pp.sg));
-			CK(cudaEventRecord(pp.eg[!k], pp.sg));
-			CK(cudaStreamWaitEvent(pp.sc, pp.eg[k], 0));
-			consume(pp.dbuf[k], bt.b[i % nb].size() * rb, pp.sum, pp.sc);
-			CK(cudaEventRecord(pp.ec[k], pp.sc));
-			CK(cudaEventSynchronize(pp.ec[k]));
+			pipe_gather(&pp, g, i + 1);
+			pipe_consume(&pp, i, rb);
 		}
-		/* the batch gathered ahead is the next window's first: consume it too */
-		CK(cudaStreamWaitEvent(pp.sc, pp.eg[i & 1], 0));
-		consume(pp.dbuf[i & 1], bt.b[i % nb].size() * rb, pp.sum, pp.sc);
-		CK(cudaStreamSynchronize(pp.sc));
-		last = i;
-		i++;
+		pipe_consume(&pp, i, rb);
+		last = i++;
 		OK(gs_cuda_gather_stats(g, &s1));
 		return (s1.blocks - s0.blocks) / (now_s() - t0);
 	};
-	window(0.5);	/* warm-up: the paths touched once */
+	/* gather stream counts to compare (GNN_DISK_STREAMS, "2 1"): the first is the
+	 * pipeline's default and the target's row */
+	std::vector<int> modes;
+
+	for (const char *m = getenv("GNN_DISK_STREAMS") ? getenv("GNN_DISK_STREAMS") : "2 1"; *m;
+	     m++)
+		if (*m == '1' || *m == '2')
+			modes.push_back(*m - '0');
+	if (modes.empty())
+		modes.push_back(2);
+	window(0.5, modes[0]);	/* warm-up: the paths touched once */
 	raw_rate(fd, nblk, 64, 0.3);
 
-	std::vector<double> raw, gv, q2;
+	std::vector<double> raw;
+	std::vector<std::vector<double>> gv(modes.size()), q2(modes.size());
 
 	raw.push_back(raw_rate(fd, nblk, 64, secs));
-	for (int r = 0; r < rounds; r++) {
-		gv.push_back(window(secs));
-		raw.push_back(raw_rate(fd, nblk, 64, secs));
-		q2.push_back(gv.back() / ((raw[r] + raw[r + 1]) / 2));
-	}
+	for (int r = 0; r < rounds; r++)
+		for (size_t m = 0; m < modes.size(); m++) {
+			gv[m].push_back(window(secs, modes[m]));
+			raw.push_back(raw_rate(fd, nblk, 64, secs));
+			q2[m].push_back(gv[m].back() / ((raw[raw.size() - 2] + raw.back()) / 2));
+		}
 	int ret = gs_cuda_gather_sync(g);
 	struct gs_cuda_gather_stats st;
 
@@ -591,14 +608,19 @@ static int cmd_disk(int argc, char **argv)
 	       "%.1f s between the gather windows (%.0f..%.0f)\n",
 	       (std::string(name) + "_raw").c_str(), med(raw), "IOPS", raw.size(), secs, lo(raw),
 	       hi(raw));
-	printf("RESULT %-28s %12.0f %-10s gs_cuda_gather, 4 KiB device blocks read per second: "
-	       "median of %d windows of %.1f s (%.0f..%.0f), %u pollers, reads on %u of %u rings, "
-	       "no GPU cache, open and first batch outside the windows\n",
-	       (std::string(name) + "_gstore").c_str(), med(gv), "blocks/s", rounds, secs, lo(gv),
-	       hi(gv), pollers, st.rings_used, st.rings);
-	printf("RESULT %-28s %12.2f %-10s median of %d ratios, each gather window to the mean "
-	       "of the raw windows before and after it (%.2f..%.2f)\n", name, med(q2), "x", rounds,
-	       lo(q2), hi(q2));
+	for (size_t m = 0; m < modes.size(); m++) {
+		std::string n = m ? std::string(name) + "_" + std::to_string(modes[m]) + "s" : name;
+
+		printf("RESULT %-28s %12.0f %-10s gs_cuda_gather, 4 KiB device blocks read per "
+		       "second: median of %d windows of %.1f s (%.0f..%.0f), %u pollers, %d gather "
+		       "stream%s, reads on %u of %u rings, no GPU cache, open and first batch "
+		       "outside the windows\n", (n + "_gstore").c_str(), med(gv[m]), "blocks/s",
+		       rounds, secs, lo(gv[m]), hi(gv[m]), pollers, modes[m], modes[m] > 1 ? "s" : "",
+		       st.rings_used, st.rings);
+		printf("RESULT %-28s %12.2f %-10s median of %d ratios, each gather window to the "
+		       "mean of the raw windows before and after it (%.2f..%.2f)\n", n.c_str(),
+		       med(q2[m]), "x", rounds, lo(q2[m]), hi(q2[m]));
+	}
 	if (ret) {
 		printf("FAIL %s: gather error %s\n", name, strerror(-ret));
 		return 1;
