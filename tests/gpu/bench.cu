@@ -756,25 +756,20 @@ static void bench_interleaved(std::vector<gcfg> &cfgs, int rounds_want, int do_r
 
 	for (auto &g : cfgs)
 		nrow += g.sms.size();
-	/* one round's worst case: every GPU run at its time plus launch and
-	 * drain, two raw runs */
+	/*
+	 * A round's estimate: every GPU run at its time plus launch and drain,
+	 * two raw runs; after the first round, the longest round so far (a
+	 * 132-SM row drains a round of requests past its cap: 0.2-0.4 s).  A
+	 * round starts only if it and the closing raw run fit the budget.
+	 */
 	double per_run = secs + 0.15, round_s = (nrow + 2) * per_run;
-	/* less the closing raw run and the warm-ups */
-	double left = budget_s - (now_s() - t_start) - per_run - 0.4 * cfgs.size();
-	int rounds = std::min<int>(rounds_want, (int)(left / round_s));
+	int rounds = 0;
+	auto left = [&] { return budget_s - (now_s() - t_start) - per_run; };
 
-	if (rounds < rounds_want)
-		printf("bench: %d of %d interleaved rounds fit the budget (%.0f s left, a round "
-		       "takes up to %.1f s)\n", std::max(rounds, 0), rounds_want, left, round_s);
-	if (rounds < 1) {
-		for (auto &g : cfgs)
-			for (size_t i = 0; i < g.sms.size(); i++)
-				budget_ok(g.name[i], 1, round_s);
-		return;
-	}
 	/* warm-ups (short): every config once at its largest SM count, the raw path */
-	for (auto &g : cfgs)
-		gcfg_run(&g, g.sms.size() - 1, 0.2, 0);
+	if (left() >= round_s + 0.4 * cfgs.size())
+		for (auto &g : cfgs)
+			gcfg_run(&g, g.sms.size() - 1, 0.2, 0);
 	auto raw_run = [&] {
 		double t0 = now_s() - t_start, v;
 
@@ -782,7 +777,9 @@ static void bench_interleaved(std::vector<gcfg> &cfgs, int rounds_want, int do_r
 		v = cpu_run(M_RAW, 64);
 		raw.push_back(sample{ (t0 + now_s() - t_start) / 2, v, 0 });
 	};
-	for (int r = 0; r < rounds; r++) {
+	while (rounds < rounds_want && left() >= round_s) {
+		double r0 = now_s();
+
 		if (do_raw)
 			raw_run();
 		for (int pass = 0; pass < 2; pass++) {
@@ -795,6 +792,17 @@ static void bench_interleaved(std::vector<gcfg> &cfgs, int rounds_want, int do_r
 			if (pass == 0 && do_raw)
 				raw_run();
 		}
+		rounds++;
+		round_s = rounds == 1 ? now_s() - r0 : std::max(round_s, now_s() - r0);
+	}
+	if (rounds < rounds_want)
+		printf("bench: %d of %d interleaved rounds fit the budget (%.0f s left, a round "
+		       "takes %.1f s)\n", rounds, rounds_want, left(), round_s);
+	if (!rounds) {
+		for (auto &g : cfgs)
+			for (size_t i = 0; i < g.sms.size(); i++)
+				budget_ok(g.name[i], 1, round_s);
+		return;
 	}
 	if (do_raw)
 		raw_run();

@@ -8,8 +8,8 @@
 #
 # Env: OUT (logs; default build/gpu/out), GS_GPU_IMAGE (default
 # build/gpu/gs-gpu.img: on the disk, not tmpfs: O_DIRECT), GS_GPU_GIB (4),
-# GS_GPU_SKIP ("tests sanitizer fs python graph hot bench gnn" to leave parts out; "attach_bs"
-# leaves out the block-size rows of fs), GS_GPU_ONLY
+# GS_GPU_SKIP ("tests sanitizer fs python graph hot bench gnn camtune" to leave parts out;
+# "attach_bs" leaves out the block-size rows of fs), GS_GPU_ONLY
 # (the same words: run only those parts), GS_GPU_SWEEP
 # (total queue depths for a gstore-bench io sweep, e.g. "64 128 256").
 # Exits 77 ("skip: no GPU") without a GPU, 1 if a test failed.
@@ -188,6 +188,34 @@ if [[ $topok == 1 ]] && ! skip graph; then
 		t racecheck_graph 300 "$SAN" --tool racecheck --error-exitcode 9 $B/t_graph small
 	fi
 	t graph_bench "${GS_GRAPH_TIMEOUT:-400}" $B/t_graph bench "${GS_GRAPH_SCALE:-19}"
+fi
+
+# ---- camtune (issue 15 item 4 and the GNN disk share), short: the gather's reads on every
+# ring (gnn check), then raw and gstore interleaved in one process each (gnn disk: gather
+# windows vs 64 pread threads, 2 and 1 gather streams; bench: CAM on the default rings and on
+# 4, BaM through the rings, at 16/32/132 SMs), each ratio to the raw runs around it.  About
+# 40 s of GPU time, all of it inside GS_CAMTUNE_TIMEOUT (45 s: each step gets what is left);
+# GS_CAMTUNE_SECS (0.3 s a bench run), GS_CAMTUNE_BUDGET_S (18: the bench's budget).  Over
+# the run-all image (mkimage's pattern, 4 GiB = 1 M rows of 4 KiB), batches from gnn gen's
+# synthetic power-law sampler (300 seeds, fanouts 10,5: ~12.5 K rows a batch).
+if ! skip camtune; then
+	echo "== camtune: gather on every ring; raw vs gstore interleaved"
+	CT=$OUT/camtune.log
+	ct_end=$(( $(date +%s) + ${GS_CAMTUNE_TIMEOUT:-45} ))
+	# ct_to SECS: SECS, or what is left of the part's time if less
+	ct_to() { local l=$(( ct_end - $(date +%s) )); echo $(( l < $1 ? (l > 1 ? l : 1) : $1 )); }
+	t gnn_check_rings "$(ct_to 12)" $B/gnn check "$GS_GPU_IMAGE"
+	t gnn_disk_interleaved "$(ct_to 22)" bash -c '"$1" gen "$2" $(($(stat -c %s "$3") / 4096)) \
+		300 10,5 60 1 && "$1" disk "$3" "$2" 4096 3 1.0 gnn_disk' _ $B/gnn \
+		$B/ct-batches.bat "$GS_GPU_IMAGE"
+	t bench_interleaved "$(ct_to 24)" env GS_BENCH_BUDGET_S=${GS_CAMTUNE_BUDGET_S:-18} \
+		GS_BENCH_ONLY="cpu cam bam" GS_BENCH_RAW_THREADS= GS_BENCH_ROUNDS=3 \
+		$B/bench "${GS_CAMTUNE_SECS:-0.3}"
+	# the part's figures on the console: rings used, the ratios and their spread
+	sed -n '/^== gnn_check_rings/,$p' "$OUT/tests.log" >"$CT"
+	grep -E -e "^(PASS|FAIL) check rb (4096|400) base 0 tier 0 MiB cache 0 MiB" \
+		-e "^RESULT (gnn_disk|raw_interleaved|camw|bam_ring)|^bench: [0-9]+ of" "$CT" |
+		cut -c1-200
 fi
 
 if ! skip hot; then
