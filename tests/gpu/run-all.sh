@@ -194,7 +194,8 @@ fi
 # ring (gnn check), then raw and gstore interleaved in one process each (gnn disk: gather
 # windows vs 64 pread threads, 2 and 1 gather streams; bench: CAM on the default rings and on
 # 4, BaM through the rings, at 16/32/132 SMs), each ratio to the raw runs around it.  About
-# 40 s of GPU time, all of it inside GS_CAMTUNE_TIMEOUT (45 s: each step gets what is left);
+# 40 s of GPU time, all of it inside GS_CAMTUNE_TIMEOUT (45 s: each step gets what is left;
+# memcheck on the gather kernels last, if 8 s or more remain);
 # GS_CAMTUNE_SECS (0.3 s a bench run), GS_CAMTUNE_BUDGET_S (18: the bench's budget).  Over
 # the run-all image (mkimage's pattern, 4 GiB = 1 M rows of 4 KiB), batches from gnn gen's
 # synthetic power-law sampler (300 seeds, fanouts 10,5: ~12.5 K rows a batch).
@@ -211,9 +212,20 @@ if ! skip camtune; then
 	t bench_interleaved "$(ct_to 24)" env GS_BENCH_BUDGET_S=${GS_CAMTUNE_BUDGET_S:-18} \
 		GS_BENCH_ONLY="cpu cam bam" GS_BENCH_RAW_THREADS= GS_BENCH_ROUNDS=3 \
 		$B/bench "${GS_CAMTUNE_SECS:-0.3}"
+	# memcheck on the gather's kernels (gnn check quick), with what is left of the 45 s
+	SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+	if [[ ! -x $SAN ]]; then
+		echo "camtune: no compute-sanitizer: memcheck_gather not run" | tee -a "$OUT/tests.log"
+	elif (( $(ct_to 99) >= 8 )); then
+		t memcheck_gather "$(ct_to 99)" "$SAN" --tool memcheck --error-exitcode 9 \
+			$B/gnn check "$GS_GPU_IMAGE" quick
+	else
+		echo "camtune: $(ct_to 99) s left: memcheck_gather not run" | tee -a "$OUT/tests.log"
+	fi
 	# the part's figures on the console: rings used, the ratios and their spread
 	sed -n '/^== gnn_check_rings/,$p' "$OUT/tests.log" >"$CT"
 	grep -E -e "^(PASS|FAIL) check rb (4096|400) base 0 tier 0 MiB cache 0 MiB" \
+		-e "ERROR SUMMARY" \
 		-e "^RESULT (gnn_disk|raw_interleaved|camw|bam_ring)|^bench: [0-9]+ of" "$CT" |
 		cut -c1-200
 fi
