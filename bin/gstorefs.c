@@ -367,11 +367,12 @@ static void attach_synced(void *se, uint64_t ino)
 	fuse_lowlevel_notify_inval_inode(se, ino, 0, 0);
 }
 
-static void start_attach(struct gs_attach_srv **att, struct gs_fs *fs, struct fuse_session *se,
-			 const char *mnt)
+static void start_attach(struct gs_attach_srv **att, struct gs_fs *fs, struct gs_fuse *gf,
+			 struct fuse_session *se, const char *mnt)
 {
 	struct gs_attach_srv_params p = { .fs = fs, .allow_other = geteuid() == 0,
-					  .synced = attach_synced, .arg = se };
+					  .synced = attach_synced, .arg = se,
+					  .graph_layout = gs_fuse_graph_layout, .garg = gf };
 	char sock[PATH_MAX];
 	int ret = gs_attach_sock_path(mnt, sock, sizeof(sock));
 
@@ -668,7 +669,7 @@ int main(int argc, char **argv)
 	if (ret < 0 && ret != -EACCES && ret != -EPERM && ret != -EROFS)
 		fprintf(stderr, "gstorefs: read-ahead stays the kernel's: %s\n", strerror(-ret));
 	ret = 1;
-	start_attach(&att, fs, se, o.mountpoint);	/* before the unblock: its thread too */
+	start_attach(&att, fs, gf, se, o.mountpoint);	/* before the unblock: its thread too */
 	ret = gs_fuse_watch_start(&watch, gf, o.mountpoint);
 	if (ret < 0)
 		fprintf(stderr, "gstorefs: remounts of %s not followed: %s\n", o.mountpoint,

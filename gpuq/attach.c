@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +79,14 @@ int gs_attach_split(const char *path, char *full, char *mnt, size_t size, const 
 	m = strlen(mnt);
 	*rel = full + m + (full[m] == '/' ? 1 : 0);
 	return 0;
+}
+
+int gs_attach_find(const char *path, char *full, char *sock, size_t size, const char **rel)
+{
+	char mnt[PATH_MAX];
+	int ret = gs_attach_split(path, full, mnt, sizeof(mnt), rel);
+
+	return ret ? ret : gs_attach_sock_path(mnt, sock, size);
 }
 
 /* ---- message I/O ---- */
@@ -381,4 +390,81 @@ int gs_attach_sync(struct gs_attach *a, uint64_t ino)
 
 	m.u.sync.ino = ino;
 	return call(a, &m, NULL, NULL, 0, NULL, NULL);
+}
+
+/* ---- GRAPH ---- */
+
+/* [off, off + n * size) lies in a map of @len bytes, 8-byte aligned. */
+static int in_map(uint64_t off, uint64_t n, uint64_t size, size_t len)
+{
+	if (off & 7 || off > len || (size && n > (len - off) / size))
+		return 0;
+	return 1;
+}
+
+/* Every array the header names lies inside the map: a reader may trust the
+ * offsets and counts (the daemon wrote them; a bug there must not become a
+ * wild read here). */
+static int graph_map_ok(const struct gs_att_graph_map *h, size_t len)
+{
+	uint32_t ps;
+
+	if (len < sizeof(*h) || h->magic != GS_ATT_GRAPH_MAGIC || h->ndirs < 1 || h->ndirs > 2)
+		return 0;
+	ps = h->page_size;
+	if (ps < 512 || (ps & (ps - 1)) || (h->id_bytes != 4 && h->id_bytes != 8))
+		return 0;
+	for (uint32_t d = 0; d < h->ndirs; d++) {
+		const struct gs_att_graph_dir *hd = &h->dir[d];
+
+		if (!in_map(hd->key_off, hd->ngtt, 8, len) ||
+		    !in_map(hd->last_off, hd->ngtt, 8, len) ||
+		    !in_map(hd->page_off, hd->ngtt, 8, len))
+			return 0;
+		if (hd->vmap_off && (hd->vmap_bits > UINT64_MAX - 7 ||
+				     !in_map(hd->vmap_off, (hd->vmap_bits + 7) / 8, 1, len)))
+			return 0;
+	}
+	if (h->removed_off && !in_map(h->removed_off, h->nv / 8 + 1, 1, len))
+		return 0;
+	return in_map(h->ext_off, h->next, sizeof(struct gs_att_ext), len);
+}
+
+int gs_attach_graph(struct gs_attach *a, const char *path, struct gs_attach_graph *g)
+{
+	struct gs_att_msg m = { .h.op = GS_ATT_GRAPH, .h.len = (uint32_t)strlen(path) };
+	int fds[2], nfds = 0, ret;
+	void *map;
+
+	if (m.h.len == 0 || m.h.len > GS_ATT_PATH_MAX)
+		return -EINVAL;
+	ret = call(a, &m, path, NULL, 0, fds, &nfds);
+	if (ret || nfds != 1 || !m.u.graph.map_bytes || m.u.graph.map_bytes > SIZE_MAX) {
+		for (int i = 0; i < nfds; i++)
+			close(fds[i]);
+		return ret ? ret : -EPROTO;
+	}
+	map = mmap(NULL, m.u.graph.map_bytes, PROT_READ, MAP_SHARED, fds[0], 0);
+	ret = map == MAP_FAILED ? -errno : 0;
+	close(fds[0]);
+	if (ret)
+		return ret;
+	if (!graph_map_ok(map, m.u.graph.map_bytes)) {
+		munmap(map, m.u.graph.map_bytes);
+		return -EPROTO;
+	}
+	memset(g, 0, sizeof(*g));
+	g->ino = m.u.graph.ino;
+	g->gen = m.u.graph.gen;
+	g->max_io = m.u.graph.max_io;
+	g->map = map;
+	g->map_len = m.u.graph.map_bytes;
+	return 0;
+}
+
+void gs_attach_graph_unmap(struct gs_attach_graph *g)
+{
+	if (g->map)
+		munmap((void *)g->map, g->map_len);
+	memset(g, 0, sizeof(*g));
 }

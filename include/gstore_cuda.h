@@ -98,6 +98,14 @@ int gs_cuda_open(struct gs_cuda **cp, struct gs_q *q, const struct gs_cuda_param
  * memory, the daemon's pollers serve them.
  */
 int gs_cuda_attach(struct gs_cuda **cp, const char *path, const struct gs_cuda_params *p);
+/*
+ * gs_cuda_attach() over connection @a, which the caller made and got its
+ * objects' extents on (gs_attach_open(), gs_attach_graph()): @p names the
+ * extents (p->ext, p->next, p->nblocks, in p->block_size units; copied) as
+ * for gs_cuda_open().  The handle owns @a from here, even on failure, and
+ * closes it with itself.
+ */
+int gs_cuda_attach_conn(struct gs_cuda **cp, struct gs_attach *a, const struct gs_cuda_params *p);
 void gs_cuda_close(struct gs_cuda *c);
 
 /* The queue to pass to kernels (a device pointer). */

@@ -27,15 +27,34 @@
  *
  * Pages are decoded on the GPU (gstore_graph_dev.h): fixed-width and
  * delta/varint lists, weights, large vertices split over several pages.
- * The GPU sees the merged pages only: opening merges pending updates, and
- * after updates on the CPU (gs_graph_update ... gs_graph_merge, or none:
- * gs_cuda_graph_sync() merges) gs_cuda_graph_sync() is the point from which
- * kernels see them.  No merge may run while kernels read.
  *
- * In-process only for now: @q is a gs_q over the device (or image file)
- * that the graph's gs_fs is on, e.g. gs_q_open() of the same image with
- * GS_Q_RDONLY; on a mounted store, open the graph in a process of its own
- * (see gstore_cuda(3), GRAPH OBJECTS).
+ * Two ways in, one device view and the same results:
+ *
+ *  gs_cuda_graph_open()    in-process: @q is a gs_q over the device (or
+ *                          image file) that the graph's gs_fs is on, e.g.
+ *                          gs_q_open() of the same image with GS_Q_RDONLY;
+ *  gs_cuda_graph_attach()  a process that only has the mount: "MNT/graph/NAME"
+ *                          of a running gstorefs.  The daemon sends the
+ *                          layout (attach op GRAPH, uapi/gstore_attach.h) and
+ *                          binds the read leases on the pages to the
+ *                          connection's rings, which its pollers serve: the
+ *                          same CAM and BaM reads, checked against the
+ *                          graph's extents.  Read access to the graph is
+ *                          what the caller needs, as for reading its files.
+ *
+ * The sync point.  The GPU sees the merged pages of one layout generation
+ * (gs_cuda_graph_layout()->gen).  Updates made on the CPU side (in-process
+ * gs_graph_update()/add_edge/del_vertex ... with or without gs_graph_merge();
+ * attached, lines written to MNT/graph/NAME/updates, "merge" to its ctl, or
+ * `gstore graph` on the mount) are not seen by kernels until
+ * gs_cuda_graph_sync(): it merges what is pending (attached: the daemon
+ * does, on the handle that serves the mount), takes the new layout and
+ * drops the cached pages; the calls after it read the new graph, equal to
+ * the CPU engine's answers at that moment.  No merge may run while kernels
+ * read (their pages would change under them); a merge between calls is
+ * fine, the next sync picks it up.  A sync that fails leaves the handle on
+ * its old layout when getting the new one failed, else only good for
+ * gs_cuda_graph_close().
  *
  * Host functions return 0 (or a count) or -errno; arrays named "GPU
  * memory" are device pointers of the caller's.  Calls are synchronous.
@@ -77,9 +96,15 @@ struct gs_cuda_graph_params {
 
 int gs_cuda_graph_open(struct gs_cuda_graph **gp, struct gs_graph *g, struct gs_q *q,
 		       const struct gs_cuda_graph_params *p);
-/* After CPU-side updates: merge them, take the new layout, drop cached pages
- * (new rings when the merge moved or added pages).  After a failure the
- * handle is only good for gs_cuda_graph_close(). */
+/* The graph object at @path ("MNT/graph/NAME") of a running gstorefs,
+ * through its attach socket (gs_cuda_attach(3)).  -EOPNOTSUPP: an empty
+ * graph (no pages). */
+int gs_cuda_graph_attach(struct gs_cuda_graph **gp, const char *path,
+			 const struct gs_cuda_graph_params *p);
+/* The sync point (above): merge what the CPU side has pending, take the new
+ * layout, drop cached pages (new rings when the merge moved or added pages,
+ * and always when attached: those of a new connection, the old one's leases
+ * end with it). */
 int gs_cuda_graph_sync(struct gs_cuda_graph *cg);
 void gs_cuda_graph_close(struct gs_cuda_graph *cg);
 /* The layout in use (host memory). */

@@ -316,6 +316,11 @@ int gs_graph_sample_bounds(uint32_t nseeds, const uint32_t *fanouts, uint32_t nh
 struct gs_graph_layout;
 int gs_graph_layout_get(struct gs_graph *g, unsigned flags, struct gs_graph_layout **lp);
 void gs_graph_layout_put(struct gs_graph_layout *l);
+/* The read lease that pins direction @d's extents, handed to the caller (who
+ * ends it with gs_fs_lease_end(), and may bind it to rings: the attach
+ * server); gs_graph_layout_put() then leaves it.  NULL: none (no pages). */
+struct gs_lease;
+struct gs_lease *gs_graph_layout_take_lease(struct gs_graph_layout *l, unsigned d);
 
 /* Counters of a handle (device pages are what the page reads cost). */
 struct gs_graph_stats {

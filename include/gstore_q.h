@@ -286,6 +286,9 @@ int gs_attach_sock_path(const char *mnt, char *buf, size_t size);
  * @full (the realpath of @path: PATH_MAX bytes).
  */
 int gs_attach_split(const char *path, char *full, char *mnt, size_t size, const char **rel);
+/* Both: the socket of the mount holding @path, in @sock (@size bytes), and
+ * the path below the mount point, *rel (into @full: PATH_MAX bytes). */
+int gs_attach_find(const char *path, char *full, char *sock, size_t size, const char **rel);
 
 int gs_attach_connect(struct gs_attach **ap, const char *sock_path);
 void gs_attach_close(struct gs_attach *a);
@@ -331,6 +334,24 @@ int gs_attach_ring(struct gs_attach *a, uint32_t sq, uint32_t cq, uint32_t ncw,
 void gs_attach_ring_unmap(struct gs_attach_ring *r);
 /* "I wrote object @ino through a ring": the daemon drops its cached copies. */
 int gs_attach_sync(struct gs_attach *a, uint64_t ino);
+
+/*
+ * GRAPH @path (a graph object, "graph/NAME" below the mount point): its
+ * device layout, pending updates merged first, in a read-only mapping whose
+ * offsets and sizes have been checked; its pages' extents are bound to this
+ * connection's rings, present and future, until the connection closes.
+ * The layout is a snapshot: for a later one, GRAPH on a new connection.
+ */
+struct gs_att_graph_map;
+struct gs_attach_graph {
+	uint64_t ino;		/* the graph object */
+	uint64_t gen;		/* its root generation the layout is of */
+	uint32_t max_io;	/* the largest request the device takes, bytes */
+	const struct gs_att_graph_map *map;
+	size_t map_len;
+};
+int gs_attach_graph(struct gs_attach *a, const char *path, struct gs_attach_graph *g);
+void gs_attach_graph_unmap(struct gs_attach_graph *g);
 
 /*
  * The protocol's message I/O, for both ends: send @m (with its h.len bytes

@@ -29,6 +29,16 @@
  *          -EFAULT (buffer), never executed.
  *   SYNC   "I wrote object sync.ino through a ring": the daemon drops its
  *          cached copies of it (and the kernel's page cache of the file).
+ *   GRAPH  payload: the path of a graph object (graph/NAME).  Read access
+ *          as OPEN checks it; the daemon merges the graph's pending updates
+ *          (the layout is of the packed pages), takes read leases on its
+ *          pages objects and binds them like OPEN's.  Reply: one file
+ *          descriptor, a sealed memfd holding struct gs_att_graph_map and
+ *          the arrays it points to (the device layout of gstore_graph_dev.h:
+ *          the GTT of each direction, the vertex maps, the removed vertices,
+ *          the extents of the pages in one block space of page_size
+ *          blocks).  The layout is a snapshot: after updates, GRAPH again
+ *          (on a new connection; the old one's leases end with it).
  *
  * Rules: only <linux/types.h> types, explicit reserved fields (must be
  * zero), sizes checked at build time, unknown ops and flags rejected with
@@ -54,6 +64,7 @@ enum gs_att_op {
 	GS_ATT_OPEN = 2,
 	GS_ATT_RING = 3,
 	GS_ATT_SYNC = 4,
+	GS_ATT_GRAPH = 5,
 	GS_ATT_OP_NR,
 };
 
@@ -109,6 +120,16 @@ struct gs_att_sync {
 	__u64 rsvd[5];
 };
 
+/* GRAPH: the request's fields are zero. */
+struct gs_att_graph {
+	__u32 flags;		/* none yet */
+	__u32 max_io;		/* reply: the largest request the device takes, bytes */
+	__u64 ino;		/* reply: the graph object */
+	__u64 gen;		/* reply: the graph's root generation the layout is of */
+	__u64 map_bytes;	/* reply: the memfd's size (map it whole, read-only) */
+	__u64 rsvd[2];
+};
+
 struct gs_att_msg {
 	struct gs_att_hdr h;
 	union {
@@ -116,8 +137,41 @@ struct gs_att_msg {
 		struct gs_att_open open;
 		struct gs_att_ring ring;
 		struct gs_att_sync sync;
+		struct gs_att_graph graph;
 		__u64 raw[6];
 	} u;
+};
+
+/* The GRAPH memfd: this header, then the arrays at the byte offsets it names
+ * (each 8-byte aligned, inside map_bytes; an offset 0: no such array). */
+#define GS_ATT_GRAPH_MAGIC	0x48505247u	/* "GRPH" */
+
+struct gs_att_graph_dir {
+	__u64 pages_ino;	/* the pages object */
+	__u64 npages;		/* its pages, live and free */
+	__u64 first_block;	/* its page p is block first_block + p */
+	__u64 ngtt;		/* GTT entries */
+	__u64 vmap_bits;	/* vertices the vertex map covers */
+	__u64 key_off;		/* __u64[ngtt]: first vertex index of each page */
+	__u64 last_off;		/* __u64[ngtt]: last */
+	__u64 page_off;		/* __u64[ngtt]: page number | flags << 48 */
+	__u64 vmap_off;		/* __u8[(vmap_bits + 7) / 8]: bit v, v has a list */
+};
+
+struct gs_att_graph_map {
+	__u32 magic;		/* GS_ATT_GRAPH_MAGIC */
+	__u32 ndirs;		/* 1 (undirected) or 2 (out, in) */
+	__u64 nv, ne, gen;
+	__u32 flags;		/* the graph's GS_GRAPH_F_* */
+	__u32 page_size;	/* bytes: the block of the block space */
+	__u32 id_bytes;		/* 4 or 8 */
+	__u32 next;		/* extents */
+	__u64 nremoved;
+	__u64 nblocks;		/* the block space: every direction's pages */
+	__u64 bytes;		/* bytes of live pages */
+	__u64 removed_off;	/* __u8[nv / 8 + 1]: bit v, v removed */
+	__u64 ext_off;		/* struct gs_att_ext[next], sorted by blk */
+	struct gs_att_graph_dir dir[2];
 };
 
 /* An extent: blocks [blk, blk + nblk) of the object at device byte offset
@@ -138,7 +192,10 @@ GS_ATT_STATIC_ASSERT(sizeof(struct gs_att_hello) == 48, "gs_att_hello is 48 byte
 GS_ATT_STATIC_ASSERT(sizeof(struct gs_att_open) == 48, "gs_att_open is 48 bytes");
 GS_ATT_STATIC_ASSERT(sizeof(struct gs_att_ring) == 48, "gs_att_ring is 48 bytes");
 GS_ATT_STATIC_ASSERT(sizeof(struct gs_att_sync) == 48, "gs_att_sync is 48 bytes");
+GS_ATT_STATIC_ASSERT(sizeof(struct gs_att_graph) == 48, "gs_att_graph is 48 bytes");
 GS_ATT_STATIC_ASSERT(sizeof(struct gs_att_msg) == 64, "gs_att_msg is 64 bytes");
+GS_ATT_STATIC_ASSERT(sizeof(struct gs_att_graph_dir) == 72, "gs_att_graph_dir is 72 bytes");
+GS_ATT_STATIC_ASSERT(sizeof(struct gs_att_graph_map) == 232, "gs_att_graph_map is 232 bytes");
 GS_ATT_STATIC_ASSERT(sizeof(struct gs_att_ext) == 24, "gs_att_ext is 24 bytes");
 
 #endif /* _UAPI_GSTORE_ATTACH_H */

@@ -41,6 +41,8 @@
 #include "attach_srv.h"
 #include "gstore_q.h"
 #include "gstore_attach.h"
+#include "gstore_graph.h"
+#include "gstore_graph_dev.h"
 #include "gs_log.h"
 
 #define DEF_CLIENTS	64
@@ -494,12 +496,188 @@ static int op_sync(struct client *c, const char *path, struct reply *r)
 	return ret;
 }
 
+/* ---- GRAPH: a graph object's device layout ---- */
+
+/* The layout of graph @ino: from the mount's handle, or one of our own. */
+static int graph_layout(struct gs_attach_srv *s, uint64_t ino, struct gs_graph_layout **lp)
+{
+	struct gs_graph *g;
+	int ret;
+
+	if (s->p.graph_layout)
+		return s->p.graph_layout(s->p.garg, ino, lp);
+	ret = gs_graph_open_ino(s->p.fs, ino, 0, &g);
+	if (ret == -EROFS)
+		ret = gs_graph_open_ino(s->p.fs, ino, GS_GRAPH_RDONLY, &g);
+	if (ret)
+		return ret;
+	ret = gs_graph_layout_get(g, 0, lp);
+	gs_graph_close(g);	/* the layout is a copy; its leases are the fs's */
+	return ret;
+}
+
+static size_t al8(size_t n)
+{
+	return (n + 7) & ~(size_t)7;
+}
+
+/* @l as struct gs_att_graph_map and the arrays it names, in a sealed memfd. */
+static int graph_memfd(const struct gs_graph_layout *l, int *fdp, uint64_t *bytes)
+{
+	struct gs_att_graph_map h = {
+		.magic = GS_ATT_GRAPH_MAGIC, .ndirs = l->ndirs, .nv = l->nv, .ne = l->ne,
+		.gen = l->gen, .flags = l->flags, .page_size = l->page_size,
+		.id_bytes = l->id_bytes, .next = l->next, .nremoved = l->nremoved,
+		.nblocks = l->nblocks, .bytes = l->bytes,
+	};
+	size_t at = al8(sizeof(h)), rb = l->nv / 8 + 1;
+	char *map;
+	int fd, ret;
+
+	if (l->ndirs < 1 || l->ndirs > 2)
+		return -EINVAL;
+	for (unsigned d = 0; d < l->ndirs; d++) {
+		const struct gs_graph_layout_dir *ld = &l->dir[d];
+		struct gs_att_graph_dir *hd = &h.dir[d];
+		size_t tb = al8(ld->ngtt * 8);
+
+		*hd = (struct gs_att_graph_dir){ .pages_ino = ld->pages_ino, .npages = ld->npages,
+						 .first_block = ld->first_block, .ngtt = ld->ngtt };
+		hd->key_off = at;
+		hd->last_off = at + tb;
+		hd->page_off = at + 2 * tb;
+		at += 3 * tb;
+		if (ld->vmap) {
+			hd->vmap_bits = ld->vmap_bits;
+			hd->vmap_off = at;
+			at += al8((ld->vmap_bits + 7) / 8);
+		}
+	}
+	if (l->removed) {
+		h.removed_off = at;
+		at += al8(rb);
+	}
+	h.ext_off = at;
+	at += (size_t)l->next * sizeof(struct gs_att_ext);
+	fd = memfd_create("gstore-graph", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, at) < 0) {
+		ret = -errno;
+		goto close_fd;
+	}
+	map = mmap(NULL, at, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (map == MAP_FAILED) {
+		ret = -errno;
+		goto close_fd;
+	}
+	memcpy(map, &h, sizeof(h));
+	for (unsigned d = 0; d < l->ndirs; d++) {
+		const struct gs_graph_layout_dir *ld = &l->dir[d];
+
+		memcpy(map + h.dir[d].key_off, ld->gtt_key, ld->ngtt * 8);
+		memcpy(map + h.dir[d].last_off, ld->gtt_last, ld->ngtt * 8);
+		memcpy(map + h.dir[d].page_off, ld->gtt_page, ld->ngtt * 8);
+		if (ld->vmap)
+			memcpy(map + h.dir[d].vmap_off, ld->vmap, (ld->vmap_bits + 7) / 8);
+	}
+	if (l->removed)
+		memcpy(map + h.removed_off, l->removed, rb);
+	/* struct gs_graph_layout_ext is struct gs_att_ext, field for field */
+	memcpy(map + h.ext_off, l->ext, (size_t)l->next * sizeof(struct gs_att_ext));
+	munmap(map, at);
+	/* the client maps what we wrote: nobody may change it now */
+	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0) {
+		ret = -errno;
+		goto close_fd;
+	}
+	*fdp = fd;
+	*bytes = at;
+	return 0;
+close_fd:
+	close(fd);
+	return ret;
+}
+
+/*
+ * GRAPH: the layout (its pending updates merged first), in a memfd; the
+ * read leases that pin its extents become this client's opens, bound to its
+ * rings and recalled like OPEN's.
+ */
+static int op_graph(struct client *c, const char *path, struct reply *r)
+{
+	struct gs_att_graph *q = &r->m.u.graph;
+	struct gs_fs *fs = c->s->p.fs;
+	struct gs_graph_layout *l = NULL;
+	unsigned n0 = c->nopens;
+	struct gs_q_geom geom;
+	struct gs_stat st;
+	uint64_t bytes = 0;
+	int fd = -1, ret;
+
+	if (!path || !all_zero(q, sizeof(*q)))
+		return -EINVAL;
+	if (c->nopens + 2 > GS_ATT_MAX_OPENS)
+		return -EMFILE;
+	ret = resolve(fs, &c->cred, path, &st);
+	if (ret)
+		return ret;
+	if (st.type != GS_T_GRAPH)
+		return st.type == GS_T_DIR ? -EISDIR : -EINVAL;
+	ret = may(&c->cred, &st, R_OK);
+	if (!ret)
+		ret = gs_fs_geometry(fs, &geom);
+	if (!ret)
+		ret = graph_layout(c->s, st.ino, &l);
+	if (ret)
+		return ret;
+	ret = graph_memfd(l, &fd, &bytes);
+	for (unsigned d = 0; !ret && d < l->ndirs; d++) {
+		struct gs_lease *ls = gs_graph_layout_take_lease(l, d);
+		struct srv_open *so = &c->opens[c->nopens];
+
+		if (!ls)
+			continue;	/* no pages in this direction */
+		*so = (struct srv_open){ .c = c, .l = ls, .ino = l->dir[d].pages_ino,
+					 .size = l->dir[d].npages * l->page_size,
+					 .lflags = GS_LEASE_READ };
+		gs_fs_lease_set_recall(ls, recall, so);
+		ret = bind_all(c, ls);
+		if (ret) {
+			gs_fs_lease_end(ls);
+			break;
+		}
+		c->nopens++;
+	}
+	q->max_io = geom.max_io;
+	q->ino = st.ino;
+	q->gen = l->gen;
+	q->map_bytes = bytes;
+	gs_graph_layout_put(l);
+	if (ret) {
+		while (c->nopens > n0) {
+			struct srv_open *so = &c->opens[--c->nopens];
+
+			unbind_all(c, so->l);
+			gs_fs_lease_end(so->l);
+		}
+		if (fd >= 0)
+			close(fd);
+		return ret;
+	}
+	r->fds[0] = fd;
+	r->close_fd0 = 1;
+	r->nfds = 1;
+	return 0;
+}
+
 typedef int (*op_fn)(struct client *c, const char *path, struct reply *r);
 static const op_fn ops[] = {
 	[GS_ATT_HELLO] = op_hello,
 	[GS_ATT_OPEN] = op_open,
 	[GS_ATT_RING] = op_ring,
 	[GS_ATT_SYNC] = op_sync,
+	[GS_ATT_GRAPH] = op_graph,
 };
 _Static_assert(sizeof(ops) / sizeof(ops[0]) == GS_ATT_OP_NR, "an op without a handler");
 
@@ -519,7 +697,7 @@ static int serve_one(struct client *c)
 	if (!c->allowed)
 		r.m.h.status = -EACCES;
 	else if (r.m.h.status || !r.m.h.op || r.m.h.op >= GS_ATT_OP_NR ||
-		 (payload && r.m.h.op != GS_ATT_OPEN))
+		 (payload && r.m.h.op != GS_ATT_OPEN && r.m.h.op != GS_ATT_GRAPH))
 		r.m.h.status = -EINVAL;
 	else {
 		pthread_mutex_t *mu = &c->s->cmu[c - c->s->cl];

@@ -14,6 +14,8 @@
 
 #include "gstore_fs.h"
 
+struct gs_graph_layout;
+
 struct gs_attach_srv;
 
 struct gs_attach_srv_params {
@@ -31,6 +33,12 @@ struct gs_attach_srv_params {
 	 * above it (the kernel's page cache of a FUSE mount) drop theirs. */
 	void (*synced)(void *arg, uint64_t ino);
 	void *arg;
+	/* GRAPH: the device layout of graph object @ino from the handle the
+	 * mount serves it with (gs_graph_layout_get(): pending updates merged
+	 * first).  NULL: the server opens the graph itself for the call (no
+	 * other handle may hold updates of it then: tests, tools). */
+	int (*graph_layout)(void *garg, uint64_t ino, struct gs_graph_layout **lp);
+	void *garg;
 };
 
 /* Listen on p->sock_path and serve each client from a thread of its own

@@ -841,6 +841,22 @@ static int graph_getattr(struct gs_fuse *gf, const struct gs_vnode *vn, struct s
 	return 0;
 }
 
+/* The attach server's GRAPH (gstorefs.h): the device layout from the handle
+ * every file of the graph uses, so updates written through the mount and
+ * not merged yet are merged into it first. */
+int gs_fuse_graph_layout(void *arg, uint64_t ino, struct gs_graph_layout **lp)
+{
+	struct gs_fuse *gf = arg;
+	struct gh *h;
+	int ret = gh_get(gf, ino, &h);
+
+	if (ret)
+		return ret;
+	ret = h->g ? gs_graph_layout_get(h->g, 0, lp) : -ENODATA;	/* no edges yet */
+	gh_put(h);
+	return ret;
+}
+
 /* Before the fs goes away: close every graph handle of this mount. */
 static void graph_destroy(struct gs_fuse *gf)
 {

@@ -50,6 +50,10 @@ int gs_fuse_set_readahead(struct gs_fuse *gf, const char *mnt);
  * -EOPNOTSUPP when uring=on and this kernel cannot. */
 int gs_fuse_start_transport(struct gs_fuse *gf);
 
+/* The device layout of graph object @ino (@gf: the struct gs_fuse) from the
+ * handle the mount serves it with: the attach server's graph_layout hook. */
+int gs_fuse_graph_layout(void *gf, uint64_t ino, struct gs_graph_layout **lp);
+
 /* Read-only (@ro) or read-write: gs_fs_remount() and the session's own
  * refusals (EROFS).  0, or -errno (nothing changed). */
 int gs_fuse_remount(struct gs_fuse *gf, int ro);

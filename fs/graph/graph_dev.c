@@ -50,6 +50,19 @@ void gs_graph_layout_put(struct gs_graph_layout *l)
 	free(p);
 }
 
+struct gs_lease *gs_graph_layout_take_lease(struct gs_graph_layout *l, unsigned d)
+{
+	struct layout_priv *p;
+	struct gs_lease *ls;
+
+	if (!l || d >= 2)
+		return NULL;
+	p = l->priv;
+	ls = p->lease[d];
+	p->lease[d] = NULL;
+	return ls;
+}
+
 /* Direction @d's extents, shifted to its place in the block space, appended
  * to l->ext; the read lease that pins them stays in p->lease[d]. */
 static int layout_extents(struct layout_priv *p, unsigned d)

@@ -75,7 +75,8 @@ static void conn_detach(struct gs_cuda *c)
 
 	if (!ac)
 		return;
-	gs_attach_sync(ac->a, ac->ino);	/* our writes: the daemon drops stale lines */
+	if (ac->ino)	/* our writes: the daemon drops stale lines */
+		gs_attach_sync(ac->a, ac->ino);
 	gs_attach_close(ac->a);
 	free(ac);
 	c->conn = NULL;
@@ -93,62 +94,43 @@ static int open_ext(struct gs_attach *a, const char *rel, uint32_t bs,
 	return ret;
 }
 
-int gs_cuda_attach(struct gs_cuda **cp, const char *path, const struct gs_cuda_params *params)
+/*
+ * The handle over connection @ac and the extents @ext[@next] (in units of
+ * 1 << @ext_shift, @nblocks blocks of p.block_size): both are the handle's
+ * from here, even on failure.
+ */
+static int attach_setup(struct gs_cuda **cp, struct att_conn *ac, struct gs_cuda_params p,
+			struct gs_cam_ext *ext, uint32_t next, uint64_t nblocks, uint32_t ext_shift)
 {
-	struct gs_cuda_params p = params ? *params : gs_cuda_params{};
-	char full[PATH_MAX], mnt[PATH_MAX], sock[PATH_MAX];
-	struct gs_attach_obj obj;
-	struct att_conn *ac;
-	struct gs_cuda *c;
-	const char *rel = NULL;
-	uint32_t ext_shift = 0;
+	struct gs_cuda *c = (struct gs_cuda *)calloc(1, sizeof(*c));
 	int ret;
 
-	if (!cp || !path || p.ext)
-		return -EINVAL;
-	if (p.block_size && (p.block_size < 512 || (p.block_size & (p.block_size - 1))))
-		return -EINVAL;
-	ret = gs_attach_split(path, full, mnt, sizeof(mnt), &rel);
-	if (!ret)
-		ret = gs_attach_sock_path(mnt, sock, sizeof(sock));
-	if (ret)
-		return ret;
-	ac = (struct att_conn *)calloc(1, sizeof(*ac));
-	c = (struct gs_cuda *)calloc(1, sizeof(*c));
-	if (!ac || !c) {
-		ret = -ENOMEM;
-		goto free_c;
+	if (!c) {
+		gs_attach_close(ac->a);
+		free(ac);
+		free(ext);
+		return -ENOMEM;
 	}
-	ret = gs_attach_connect(&ac->a, sock);
-	if (ret)
-		goto free_c;
-	if (!p.block_size)
-		p.block_size = 4096;
-	ret = open_ext(ac->a, rel, p.block_size, &obj, &ext_shift);
-	if (ret)
-		goto close_conn;
-	ac->ino = obj.ino;
-	if (!obj.next) {	/* empty, or all holes: nothing to address */
+	c->ext = ext;		/* ours now */
+	c->conn = ac;
+	c->detach = conn_detach;
+	c->attach_ring = attach_ring;
+	if (!next) {	/* empty, or all holes: nothing to address */
 		ret = -ENODATA;
-		goto free_ext;
+		goto close_c;
 	}
-	/* struct gs_att_ext and struct gs_cam_ext have one layout */
-	p.ext = (const struct gs_cam_ext *)obj.ext;
-	p.next = obj.next;
-	p.nblocks = obj.nblocks;
+	p.ext = ext;
+	p.next = next;
+	p.nblocks = nblocks;
 	ret = gs_cuda_err(cudaSetDevice(p.device), "cudaSetDevice");
 	if (ret)
-		goto free_ext;
+		goto close_c;
 	ret = gs_cuda_params_fix(&p, 0);
 	if (ret)
-		goto free_ext;
+		goto close_c;
 	c->p = p;
-	c->ext = (struct gs_cam_ext *)obj.ext;	/* ours now */
 	c->ext_shift = ext_shift;
 	c->p.ext = NULL;
-	c->conn = ac;
-	c->attach_ring = attach_ring;
-	c->detach = conn_detach;
 	ret = gs_cuda_check_pieces(c);
 	if (ret)
 		goto close_c;
@@ -167,12 +149,67 @@ int gs_cuda_attach(struct gs_cuda **cp, const char *path, const struct gs_cuda_p
 close_c:
 	gs_cuda_close(c);	/* frees the set, the connection and the extents */
 	return ret;
-free_ext:
-	free(obj.ext);
+}
+
+int gs_cuda_attach(struct gs_cuda **cp, const char *path, const struct gs_cuda_params *params)
+{
+	struct gs_cuda_params p = params ? *params : gs_cuda_params{};
+	char full[PATH_MAX], sock[PATH_MAX];
+	struct gs_attach_obj obj;
+	struct att_conn *ac;
+	const char *rel = NULL;
+	uint32_t ext_shift = 0;
+	int ret;
+
+	if (!cp || !path || p.ext)
+		return -EINVAL;
+	if (p.block_size && (p.block_size < 512 || (p.block_size & (p.block_size - 1))))
+		return -EINVAL;
+	ret = gs_attach_find(path, full, sock, sizeof(sock), &rel);
+	if (ret)
+		return ret;
+	ac = (struct att_conn *)calloc(1, sizeof(*ac));
+	if (!ac)
+		return -ENOMEM;
+	ret = gs_attach_connect(&ac->a, sock);
+	if (ret)
+		goto free_ac;
+	if (!p.block_size)
+		p.block_size = 4096;
+	ret = open_ext(ac->a, rel, p.block_size, &obj, &ext_shift);
+	if (ret)
+		goto close_conn;
+	ac->ino = obj.ino;
+	/* struct gs_att_ext and struct gs_cam_ext have one layout */
+	return attach_setup(cp, ac, p, (struct gs_cam_ext *)obj.ext, obj.next, obj.nblocks,
+			    ext_shift);
 close_conn:
 	gs_attach_close(ac->a);
-free_c:
+free_ac:
 	free(ac);
-	free(c);
 	return ret;
+}
+
+int gs_cuda_attach_conn(struct gs_cuda **cp, struct gs_attach *a, const struct gs_cuda_params *p)
+{
+	struct att_conn *ac = (struct att_conn *)calloc(1, sizeof(*ac));
+	struct gs_cam_ext *ext = NULL;
+
+	if (!ac || !cp || !p || !p->ext || !p->block_size ||
+	    (p->block_size & (p->block_size - 1)) || p->block_size < 512) {
+		free(ac);
+		gs_attach_close(a);
+		return !ac ? -ENOMEM : -EINVAL;
+	}
+	ac->a = a;	/* ino 0: nothing of ours to SYNC at close */
+	ext = (struct gs_cam_ext *)malloc((p->next ? p->next : 1) * sizeof(*ext));
+	if (ext)
+		memcpy(ext, p->ext, p->next * sizeof(*ext));
+	if (!ext) {
+		gs_attach_close(a);
+		free(ac);
+		return -ENOMEM;
+	}
+	return attach_setup(cp, ac, *p, ext, p->next, p->nblocks,
+			    (uint32_t)__builtin_ctz(p->block_size));
 }

@@ -8,8 +8,8 @@
 #
 # Env: OUT (logs; default build/gpu/out), GS_GPU_IMAGE (default
 # build/gpu/gs-gpu.img: on the disk, not tmpfs: O_DIRECT), GS_GPU_GIB (4),
-# GS_GPU_SKIP ("tests sanitizer fs python graph hot bench gnn camtune" to leave parts out;
-# "attach_bs" leaves out the block-size rows of fs), GS_GPU_ONLY
+# GS_GPU_SKIP ("tests sanitizer fs python graph graph_attach hot bench gnn camtune" to leave
+# parts out; "attach_bs" leaves out the block-size rows of fs), GS_GPU_ONLY
 # (the same words: run only those parts), GS_GPU_SWEEP
 # (total queue depths for a gstore-bench io sweep, e.g. "64 128 256").
 # Exits 77 ("skip: no GPU") without a GPU, 1 if a test failed.
@@ -190,6 +190,22 @@ if [[ $topok == 1 ]] && ! skip graph; then
 	t graph_bench "${GS_GRAPH_TIMEOUT:-400}" $B/t_graph bench "${GS_GRAPH_SCALE:-19}"
 fi
 
+# ---- graph objects on the GPU over a mounted store (t_graph_attach: gs_cuda_graph_attach through
+# gstorefs's attach socket; updates through the mount, the sync point; results equal the CPU
+# engine's before and after), and the sanitizers over its small graphs
+if [[ $topok == 1 ]] && ! skip graph_attach; then
+	echo "== graph objects on the GPU, attached to a mount"
+	export GS_GRAPH_DIR=$PWD/$B
+	t graph_attach 300 $B/t_graph_attach build/bin/gstorefs
+	SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+	if ! skip sanitizer && [[ -x $SAN ]]; then
+		t memcheck_graph_attach 300 "$SAN" --tool memcheck --error-exitcode 9 \
+			$B/t_graph_attach build/bin/gstorefs small
+		t racecheck_graph_attach 300 "$SAN" --tool racecheck --error-exitcode 9 \
+			$B/t_graph_attach build/bin/gstorefs small
+	fi
+fi
+
 # ---- camtune (issue 15 item 4 and the GNN disk share), short: the gather's reads on every
 # ring (gnn check), then raw and gstore interleaved in one process each (gnn disk: gather
 # windows vs 64 pread threads, 2 and 1 gather streams; bench: CAM on the default rings and on
@@ -300,7 +316,7 @@ fi
 	echo "==== gstore GPU path: $(nvidia-smi -L | head -1), $(( $(date +%s) - T0 )) s"
 	grep -hE -e "^(t_sysatomic|cam|bam|get|set|flush|check|t_attach|t_bfs|t_plain|[0-9]+ cats|cat |no cat)" \
 		-e "^((PASS|FAIL)  python|t_python)" \
-		-e "^t_graph: (FAIL|PASS|bench)" \
+		-e "^t_graph: (FAIL|PASS|bench)" -e "^t_graph_attach: (FAIL|PASS|.*: after the sync)" \
 		"$OUT/tests.log" | grep -vE "^(cam|bam): core" | cut -c1-400
 	printf '%s\n' "${rows[@]}"
 	[[ -f $OUT/gstore-bench.log ]] && tail -4 "$OUT/gstore-bench.log" | sed 's/^/gstore-bench io: /'

@@ -22,6 +22,10 @@
  *                                     and print its size and extent count
  *   attach_client openat MNT REL r|w  the same for path REL under mount point MNT,
  *                                     as sent (no realpath on this side)
+ *   attach_client graph GRAPH OUT     GRAPH (MNT/graph/NAME): the device layout,
+ *                                     every live page read through a ring, each
+ *                                     vertex's list decoded as gs_cuda_graph's
+ *                                     kernels decode it, "D V: ids" lines to OUT
  *
  * The socket is found as gs_cuda_attach() finds it: the mount point is the
  * topmost directory on FILE's device, the socket gs_attach_sock_path() of it.
@@ -38,6 +42,7 @@
 #include "gstore.h"
 #include "gstore_attach.h"
 #include "gstore_cuda_cam.h"
+#include "gstore_graph_dev.h"
 
 #define BS		4096u
 #define SLOTS		64u	/* requests in flight (ring slots, buffer blocks) */
@@ -202,10 +207,25 @@ static int cmd_read(const char *path, const char *out)
 	return 0;
 }
 
+/* A connection to the daemon of the mount holding @path; *rel: the path below
+ * the mount point (into @full, PATH_MAX bytes). */
+static struct gs_attach *connect_path(const char *path, char *full, const char **rel)
+{
+	char sock[PATH_MAX];
+	struct gs_attach *a;
+	int ret = gs_attach_find(path, full, sock, sizeof(sock), rel);
+
+	if (!ret)
+		ret = gs_attach_connect(&a, sock);
+	if (ret)
+		die(path, ret);
+	return a;
+}
+
 /* read FILE OUT BS: blocks of @bs in a shuffled order, piece by piece. */
 static int cmd_read_bs(const char *path, const char *out, uint32_t bs)
 {
-	char full[PATH_MAX], mnt[PATH_MAX], sock[PATH_MAX];
+	char full[PATH_MAX];
 	struct gs_attach_obj o;
 	struct gs_attach_ring r;
 	struct gs_attach *a;
@@ -217,13 +237,8 @@ static int cmd_read_bs(const char *path, const char *out, uint32_t bs)
 	FILE *f;
 	int ret;
 
-	ret = gs_attach_split(path, full, mnt, sizeof(mnt), &rel);
-	if (!ret)
-		ret = gs_attach_sock_path(mnt, sock, sizeof(sock));
-	if (!ret)
-		ret = gs_attach_connect(&a, sock);
-	if (!ret)
-		ret = gs_attach_open_blocks(a, rel, bs, 0, &o, &es);
+	a = connect_path(path, full, &rel);
+	ret = gs_attach_open_blocks(a, rel, bs, 0, &o, &es);
 	if (ret)
 		die(path, ret);
 	ret = gs_attach_ring(a, SLOTS, SLOTS, SLOTS, bs, 0, &r);
@@ -341,6 +356,152 @@ static int cmd_open(const char *mnt, const char *path, const char *mode)
 	return 0;
 }
 
+/* Device byte offset of block @b of a graph's block space, or -1. */
+static int64_t graph_dev_off(const struct gs_att_graph_map *h, uint64_t b)
+{
+	const struct gs_att_ext *e = (const void *)((const char *)h + h->ext_off);
+
+	for (uint32_t i = 0; i < h->next; i++)
+		if (b >= e[i].blk && b < e[i].blk + e[i].nblk)
+			return (int64_t)(e[i].dev_off + (b - e[i].blk) * h->page_size);
+	return -1;
+}
+
+/* Vertex @v's list in direction @d as a GPU lane finds it (gstore_graph_dev.h:
+ * the GTT lookup, the page group, the tuple, fixed or varint entries) into
+ * @f as " id" words; the entries, or -1 for a page that does not decode. */
+static int64_t graph_list(const struct gs_att_graph_map *h, const struct gs_gp_geom *gm,
+			  const uint8_t *data, unsigned d, uint64_t v, FILE *f)
+{
+	const struct gs_att_graph_dir *hd = &h->dir[d];
+	const char *base = (const char *)h;
+	const uint64_t *key = (const void *)(base + hd->key_off);
+	const uint64_t *last = (const void *)(base + hd->last_off);
+	const uint64_t *pg = (const void *)(base + hd->page_off);
+	int64_t gi = gs_gp_locate(key, last, pg, hd->ngtt, v), n = 0;
+	uint64_t glen;
+
+	if (gi < 0)
+		return 0;
+	glen = gs_gp_group_len(pg, hd->ngtt, (uint64_t)gi);
+	for (uint64_t k = 0; k < glen; k++) {
+		uint64_t blk = hd->first_block + (pg[gi + k] & GS_GP_PAGE_MASK), deg, id = 0;
+		const uint8_t *page = data + blk * h->page_size, *ids, *w;
+		int t = gs_gp_find(gm, page, v);
+
+		if (t < 0) {
+			if (glen > 1)
+				return -1;
+			continue;
+		}
+		if (gs_gp_list(gm, page, (uint32_t)t, &deg, &ids, &w))
+			return -1;
+		for (uint64_t i = 0; i < deg; i++) {
+			uint64_t x;
+
+			if (!gm->varint)
+				id = gs_gp_fixed_id(gm, ids, i);
+			else if (gs_gp_uv(&ids, w, &x))
+				id = i ? id + x : x;	/* the first absolute, then gaps */
+			else
+				return -1;
+			fprintf(f, " %llu", (unsigned long long)id);
+		}
+		n += (int64_t)deg;
+	}
+	return n;
+}
+
+/*
+ * graph GRAPH OUT: GRAPH on a new connection (the daemon merges pending
+ * updates), every live page read through a ring at the layout's device
+ * offsets, and each vertex's list decoded as the GPU kernels decode it,
+ * written as "D V: ids" (D 0: out-lists or the undirected list, 1: in-lists;
+ * "0 V removed" for a removed vertex).
+ */
+static int cmd_graph(const char *path, const char *out)
+{
+	char full[PATH_MAX];
+	const struct gs_att_graph_map *h;
+	struct gs_attach_graph ag;
+	struct gs_attach_ring r;
+	struct gs_attach *a;
+	struct gs_gp_geom gm;
+	uint64_t *order, nlive = 0, inflight[SLOTS];
+	const uint8_t *removed;
+	const char *rel;
+	uint8_t *data;
+	FILE *f;
+	int ret;
+
+	a = connect_path(path, full, &rel);
+	ret = gs_attach_graph(a, rel, &ag);
+	if (ret)
+		die(path, ret);
+	h = ag.map;
+	if (h->page_size != BS)
+		die("page size", EINVAL);
+	/* a ring made after GRAPH: the leases are bound to rings made later too */
+	ret = gs_attach_ring(a, SLOTS, SLOTS, SLOTS, (size_t)SLOTS * BS, 0, &r);
+	if (ret)
+		die("ring", ret);
+	gs_gp_init(&gm, h->page_size, h->id_bytes, h->flags);
+	data = calloc(h->nblocks + 1, BS);
+	order = malloc((h->nblocks + 1) * sizeof(*order));
+	if (!data || !order)
+		die("malloc", ENOMEM);
+	for (unsigned d = 0; d < h->ndirs; d++) {
+		const struct gs_att_graph_dir *hd = &h->dir[d];
+		const uint64_t *pg = (const void *)((const char *)h + hd->page_off);
+
+		for (uint64_t i = 0; i < hd->ngtt; i++)
+			order[nlive++] = hd->first_block + (pg[i] & GS_GP_PAGE_MASK);
+	}
+	for (uint64_t k = 0; k < nlive + SLOTS; k++) {
+		uint32_t slot = k % SLOTS;
+
+		if (k >= SLOTS) {
+			wait_slot(&r, slot, BS);
+			memcpy(data + inflight[slot] * BS, (char *)r.buf + (size_t)slot * BS, BS);
+		}
+		if (k >= nlive)
+			continue;
+		int64_t off = graph_dev_off(h, order[k]);
+
+		if (off < 0 || order[k] >= h->nblocks)
+			die("a live page outside the extents", ERANGE);
+		inflight[slot] = order[k];
+		submit(&r, GS_OP_READ, (uint64_t)off, slot);
+	}
+	f = fopen(out, "w");
+	if (!f)
+		die(out, errno);
+	removed = h->removed_off ? (const uint8_t *)h + h->removed_off : NULL;
+	for (unsigned d = 0; d < h->ndirs; d++)
+		for (uint64_t v = 0; v < h->nv; v++) {
+			if (removed && (removed[v >> 3] >> (v & 7) & 1)) {
+				if (!d)
+					fprintf(f, "0 %llu removed\n", (unsigned long long)v);
+				continue;
+			}
+			fprintf(f, "%u %llu:", d, (unsigned long long)v);
+			if (graph_list(h, &gm, data, d, v, f) < 0)
+				die("a page that does not decode", EIO);
+			fputc('\n', f);
+		}
+	if (fclose(f))
+		die(out, errno);
+	printf("graph gen %llu: %llu vertices, %llu pages through ring %llu, %u extents, "
+	       "max_io %u\n", (unsigned long long)ag.gen, (unsigned long long)h->nv,
+	       (unsigned long long)nlive, (unsigned long long)r.id, h->next, ag.max_io);
+	free(data);
+	free(order);
+	gs_attach_graph_unmap(&ag);
+	gs_attach_ring_unmap(&r);
+	gs_attach_close(a);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 4 && !strcmp(argv[1], "read"))
@@ -353,7 +514,9 @@ int main(int argc, char **argv)
 		return cmd_open(NULL, argv[2], argv[3]);
 	if (argc == 5 && !strcmp(argv[1], "openat"))
 		return cmd_open(argv[2], argv[3], argv[4]);
+	if (argc == 4 && !strcmp(argv[1], "graph"))
+		return cmd_graph(argv[2], argv[3]);
 	fprintf(stderr, "usage: attach_client read FILE OUT [BS] | write FILE SRC BLK | open FILE r|w |"
-		" openat MNT REL r|w\n");
+		" openat MNT REL r|w | graph GRAPH OUT\n");
 	return 1;
 }

@@ -16,6 +16,7 @@
  * vertex asked for it.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,7 @@
 #include <thrust/scan.h>
 
 #include "gstore_cuda_graph.h"
+#include "gstore_attach.h"
 extern "C" {
 #include "gs_log.h"
 }
@@ -79,6 +81,11 @@ struct gs_cuda_graph {
 	uint64_t scap;			/* edges the scratch below holds */
 	uint64_t *d_pick, *d_slot, *d_off;
 	uint32_t *d_count, *d_flag, *d_fpos;
+	/* attach mode (gs_cuda_graph_attach): the daemon's socket, the graph's
+	 * path below the mount, the connection the next io_open() takes */
+	char *sock, *rel;
+	struct gs_attach *conn;
+	uint32_t dev_max_io;
 	/* this call's CAM traffic */
 	uint64_t bytes, reqs;
 	uint32_t passes, bottom_up;
@@ -634,6 +641,83 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* ---- attach mode: the layout from the daemon (GRAPH), in its memfd ---- */
+
+struct att_layout {
+	struct gs_graph_layout l;	/* first: pointers into the map below */
+	struct gs_attach_graph ag;
+};
+
+static void layout_put(struct gs_cuda_graph *cg, struct gs_graph_layout *l)
+{
+	if (!l)
+		return;
+	if (!cg->sock) {
+		gs_graph_layout_put(l);
+		return;
+	}
+	gs_attach_graph_unmap(&((struct att_layout *)l)->ag);
+	free(l);
+}
+
+/* A fresh connection, GRAPH on it: the layout (pending updates merged by
+ * the daemon) and, in cg->conn, the connection whose rings may read its
+ * pages (the leases are bound to them). */
+static int att_layout_get(struct gs_cuda_graph *cg, struct gs_graph_layout **lp)
+{
+	struct att_layout *al = (struct att_layout *)calloc(1, sizeof(*al));
+	struct gs_graph_layout *l = &al->l;
+	const struct gs_att_graph_map *h;
+	struct gs_attach *a = NULL;
+	const char *base;
+	int ret;
+
+	if (!al)
+		return -ENOMEM;
+	ret = gs_attach_connect(&a, cg->sock);
+	if (!ret)
+		ret = gs_attach_graph(a, cg->rel, &al->ag);
+	if (ret) {
+		gs_attach_close(a);
+		free(al);
+		return ret;
+	}
+	h = al->ag.map;
+	base = (const char *)h;	/* gs_attach_graph() checked every offset */
+	l->nv = h->nv;
+	l->ne = h->ne;
+	l->gen = h->gen;
+	l->flags = h->flags;
+	l->page_size = h->page_size;
+	l->id_bytes = h->id_bytes;
+	l->ndirs = h->ndirs;
+	for (unsigned d = 0; d < h->ndirs; d++) {
+		const struct gs_att_graph_dir *hd = &h->dir[d];
+		struct gs_graph_layout_dir *ld = &l->dir[d];
+
+		ld->pages_ino = hd->pages_ino;
+		ld->npages = hd->npages;
+		ld->first_block = hd->first_block;
+		ld->ngtt = hd->ngtt;
+		ld->gtt_key = (uint64_t *)(base + hd->key_off);
+		ld->gtt_last = (uint64_t *)(base + hd->last_off);
+		ld->gtt_page = (uint64_t *)(base + hd->page_off);
+		ld->vmap = hd->vmap_off ? (uint8_t *)(base + hd->vmap_off) : NULL;
+		ld->vmap_bits = hd->vmap_off ? hd->vmap_bits : 0;
+	}
+	l->removed = h->removed_off ? (uint8_t *)(base + h->removed_off) : NULL;
+	l->nremoved = h->nremoved;
+	l->nblocks = h->nblocks;
+	l->bytes = h->bytes;
+	l->next = h->next;
+	l->ext = (struct gs_graph_layout_ext *)(base + h->ext_off);
+	gs_attach_close(cg->conn);	/* one left over by a failed open: not needed */
+	cg->conn = a;
+	cg->dev_max_io = al->ag.max_io;
+	*lp = l;
+	return 0;
+}
+
 /* Upload the layout's tables; the per-vertex and per-block scratch. */
 static int load_layout(struct gs_cuda_graph *cg)
 {
@@ -713,7 +797,13 @@ static int io_open(struct gs_cuda_graph *cg)
 	cp.next = cg->l->next;
 	cp.nblocks = cg->l->nblocks;
 	cp.device = cg->p.device;
-	ret = gs_cuda_open(&cg->c, cg->q, &cp);
+	if (cg->sock) {
+		/* the rings of the connection the layout came on: its leases bind them */
+		ret = gs_cuda_attach_conn(&cg->c, cg->conn, &cp);
+		cg->conn = NULL;	/* the handle's, even on failure */
+	} else {
+		ret = gs_cuda_open(&cg->c, cg->q, &cp);
+	}
 	if (ret)
 		return ret;
 	cg->cam = gs_cuda_cam(cg->c);
@@ -752,8 +842,60 @@ void gs_cuda_graph_close(struct gs_cuda_graph *cg)
 	cudaFree(cg->d_flag);
 	cudaFree(cg->d_fpos);
 	io_close(cg);
-	gs_graph_layout_put(cg->l);
+	layout_put(cg, cg->l);
+	gs_attach_close(cg->conn);
+	free(cg->sock);
+	free(cg->rel);
 	free(cg);
+}
+
+static struct gs_cuda_graph *cg_new(const struct gs_cuda_graph_params *params)
+{
+	struct gs_cuda_graph *cg = (struct gs_cuda_graph *)calloc(1, sizeof(*cg));
+
+	if (!cg)
+		return NULL;
+	if (params)
+		cg->p = *params;
+	if (!cg->p.cache_bytes)
+		cg->p.cache_bytes = DEF_CACHE;
+	if (!cg->p.stage_bytes)
+		cg->p.stage_bytes = DEF_STAGE;
+	if (!cg->p.max_io)
+		cg->p.max_io = DEF_MAX_IO;
+	if (!cg->p.nio)
+		cg->p.nio = DEF_NIO;
+	return cg;
+}
+
+/* With cg->l in place: the rings and cache, the staging, the tables. */
+static int open_io(struct gs_cuda_graph *cg, uint32_t dev_max_io)
+{
+	int ret;
+
+	if (!cg->l->next || !cg->l->nblocks)
+		return -EOPNOTSUPP;	/* not on a gs_fs, or no pages at all */
+	cg->max_io = cg->p.max_io < dev_max_io ? cg->p.max_io : dev_max_io;
+	cg->max_io -= cg->max_io % cg->l->page_size;
+	if (cg->max_io < cg->l->page_size)
+		cg->max_io = cg->l->page_size;
+	cg->half = cg->p.stage_bytes / 2;
+	cg->half -= cg->half % cg->l->page_size;
+	if (cg->half < cg->l->page_size)
+		return -EINVAL;
+	ret = io_open(cg);
+	if (ret)
+		return ret;
+	cg->runs_cap = (uint32_t)(cg->half / cg->l->page_size) + 1;
+	if ((ret = cu(cudaMalloc(&cg->d_stage, cg->half), "stage")) ||
+	    (ret = cu(cudaMalloc(&cg->d_runs, 2 * cg->runs_cap * sizeof(struct run)), "runs")) ||
+	    (ret = cu(cudaHostAlloc(&cg->h_runs, 2 * cg->runs_cap * sizeof(struct run),
+				    cudaHostAllocDefault), "runs")) ||
+	    (ret = cu(cudaMalloc(&cg->d_err, 8), "err")) ||
+	    (ret = cu(cudaMemset(cg->d_err, 0, 8), "err")) ||
+	    (ret = cu(cudaMalloc(&cg->d_cnt, 4 * 8), "counters")))
+		return ret;
+	return load_layout(cg);
 }
 
 int gs_cuda_graph_open(struct gs_cuda_graph **gp, struct gs_graph *g, struct gs_q *q,
@@ -765,61 +907,53 @@ int gs_cuda_graph_open(struct gs_cuda_graph **gp, struct gs_graph *g, struct gs_
 
 	if (!gp || !g || !q)
 		return -EINVAL;
-	cg = (struct gs_cuda_graph *)calloc(1, sizeof(*cg));
+	cg = cg_new(params);
 	if (!cg)
 		return -ENOMEM;
 	cg->g = g;
 	cg->q = q;
-	if (params)
-		cg->p = *params;
-	if (!cg->p.cache_bytes)
-		cg->p.cache_bytes = DEF_CACHE;
-	if (!cg->p.stage_bytes)
-		cg->p.stage_bytes = DEF_STAGE;
-	if (!cg->p.max_io)
-		cg->p.max_io = DEF_MAX_IO;
-	if (!cg->p.nio)
-		cg->p.nio = DEF_NIO;
 	ret = gs_q_geometry(q, &geom);
-	if (ret)
-		goto fail;
-	ret = gs_graph_layout_get(g, 0, &cg->l);
-	if (ret)
-		goto fail;
-	if (!cg->l->next || !cg->l->nblocks) {
-		ret = -EOPNOTSUPP;	/* not on a gs_fs, or no pages at all */
-		goto fail;
+	if (!ret)
+		ret = gs_graph_layout_get(g, 0, &cg->l);
+	if (!ret)
+		ret = open_io(cg, geom.max_io);
+	if (ret) {
+		gs_cuda_graph_close(cg);
+		return ret;
 	}
-	cg->max_io = cg->p.max_io < geom.max_io ? cg->p.max_io : geom.max_io;
-	cg->max_io -= cg->max_io % cg->l->page_size;
-	if (cg->max_io < cg->l->page_size)
-		cg->max_io = cg->l->page_size;
-	cg->half = cg->p.stage_bytes / 2;
-	cg->half -= cg->half % cg->l->page_size;
-	if (cg->half < cg->l->page_size) {
-		ret = -EINVAL;
-		goto fail;
-	}
-	ret = io_open(cg);
-	if (ret)
-		goto fail;
-	cg->runs_cap = (uint32_t)(cg->half / cg->l->page_size) + 1;
-	if ((ret = cu(cudaMalloc(&cg->d_stage, cg->half), "stage")) ||
-	    (ret = cu(cudaMalloc(&cg->d_runs, 2 * cg->runs_cap * sizeof(struct run)), "runs")) ||
-	    (ret = cu(cudaHostAlloc(&cg->h_runs, 2 * cg->runs_cap * sizeof(struct run),
-				    cudaHostAllocDefault), "runs")) ||
-	    (ret = cu(cudaMalloc(&cg->d_err, 8), "err")) ||
-	    (ret = cu(cudaMemset(cg->d_err, 0, 8), "err")) ||
-	    (ret = cu(cudaMalloc(&cg->d_cnt, 4 * 8), "counters")))
-		goto fail;
-	ret = load_layout(cg);
-	if (ret)
-		goto fail;
 	*gp = cg;
 	return 0;
-fail:
-	gs_cuda_graph_close(cg);
-	return ret;
+}
+
+int gs_cuda_graph_attach(struct gs_cuda_graph **gp, const char *path,
+			 const struct gs_cuda_graph_params *params)
+{
+	char full[PATH_MAX], sock[PATH_MAX];
+	struct gs_cuda_graph *cg;
+	const char *rel = NULL;
+	int ret;
+
+	if (!gp || !path)
+		return -EINVAL;
+	ret = gs_attach_find(path, full, sock, sizeof(sock), &rel);
+	if (ret)
+		return ret;
+	cg = cg_new(params);
+	if (!cg)
+		return -ENOMEM;
+	cg->sock = strdup(sock);
+	cg->rel = strdup(rel);
+	ret = cg->sock && cg->rel ? 0 : -ENOMEM;
+	if (!ret)
+		ret = att_layout_get(cg, &cg->l);
+	if (!ret)
+		ret = open_io(cg, cg->dev_max_io);
+	if (ret) {
+		gs_cuda_graph_close(cg);
+		return ret;
+	}
+	*gp = cg;
+	return 0;
 }
 
 int gs_cuda_graph_sync(struct gs_cuda_graph *cg)
@@ -828,17 +962,19 @@ int gs_cuda_graph_sync(struct gs_cuda_graph *cg)
 	bool moved;
 	int ret;
 
-	ret = gs_graph_layout_get(cg->g, 0, &l);
+	ret = cg->sock ? att_layout_get(cg, &l) : gs_graph_layout_get(cg->g, 0, &l);
 	if (ret)
-		return ret;
+		return ret;	/* the handle still reads the old layout */
 	/* pages moved or added: new rings over the new extents; else the cache
-	 * only drops what it holds */
-	moved = !cg->c || l->nblocks != cg->l->nblocks || l->next != cg->l->next ||
+	 * only drops what it holds.  Attached: always new rings, those of the
+	 * connection the new layout's leases are bound to (the old connection,
+	 * closed with its handle, ends the old leases) */
+	moved = cg->sock || !cg->c || l->nblocks != cg->l->nblocks || l->next != cg->l->next ||
 		memcmp(l->ext, cg->l->ext, l->next * sizeof(*l->ext));
 	free_dev(cg);
 	if (moved)
 		io_close(cg);
-	gs_graph_layout_put(cg->l);	/* after the rings that used its extents */
+	layout_put(cg, cg->l);	/* after the rings that used its extents */
 	cg->l = l;
 	ret = moved ? io_open(cg) : gs_cuda_array_invalidate(cg->a);
 	if (!ret)
