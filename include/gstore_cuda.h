@@ -137,7 +137,8 @@ struct gs_cuda_array_params {
 	uint32_t nvme_queues;	/* queue pairs, qids 1.. (0: 4) */
 	uint32_t nvme_slots;	/* commands in flight per queue, power of two (0: 1024) */
 	/* GS_BAM_RING: miss rings, a power of two, nio split evenly among them
-	 * (0: the gs_cuda's ring count rounded up to a power of two; fewer when
+	 * (0: one per 16 SMs if the gs_cuda's own count was left to its default,
+	 * else that count rounded up to a power of two; fewer when
 	 * a ring would get under 32 slots, and on an attached handle at most a
 	 * quarter of the connection's 16 rings still free).  A missing lane
 	 * uses the ring of its SM. */

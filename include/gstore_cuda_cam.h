@@ -97,6 +97,26 @@ struct gs_cam {
 	uint32_t shard_id;	/* this one's index in shards[] */
 };
 
+/*
+ * Default ring counts: one ring per GS_CAM_SMS_PER_RING SMs for a handle's
+ * CAM lanes (gs_cuda_open(), gs_cuda_default_nrings()), one per
+ * GS_BAM_SMS_PER_RING for a BaM array's misses when the handle's count was
+ * left to the default (its lanes hold a bounce slot each while they wait, so
+ * they contend harder; docs/PERF.md, "Scaling to the whole GPU").
+ */
+#define GS_CAM_SMS_PER_RING	16
+#define GS_BAM_SMS_PER_RING	16
+
+/* One ring per @per of @nsm SMs, rounded down to a power of two, 1 to 16. */
+GS_HD uint32_t gs_cam_rings_for(uint32_t nsm, uint32_t per)
+{
+	uint32_t n = 1;
+
+	while (per && n * 2 <= nsm / per && n < 16)
+		n *= 2;
+	return n;
+}
+
 #if !defined(__CUDA_ARCH__)
 /* A CPU thread's shard key: threads numbered in the order they first ask. */
 static inline uint32_t gs_cam_host_key(void)

@@ -103,7 +103,7 @@ static int attach_setup(struct gs_cuda **cp, struct att_conn *ac, struct gs_cuda
 			struct gs_cam_ext *ext, uint32_t next, uint64_t nblocks, uint32_t ext_shift)
 {
 	struct gs_cuda *c = (struct gs_cuda *)calloc(1, sizeof(*c));
-	int ret;
+	int ret, auto_rings;
 
 	if (!c) {
 		gs_attach_close(ac->a);
@@ -125,10 +125,12 @@ static int attach_setup(struct gs_cuda **cp, struct att_conn *ac, struct gs_cuda
 	ret = gs_cuda_err(cudaSetDevice(p.device), "cudaSetDevice");
 	if (ret)
 		goto close_c;
+	auto_rings = !p.nrings;	/* before params_fix() fills it in */
 	ret = gs_cuda_params_fix(&p, 0);
 	if (ret)
 		goto close_c;
 	c->p = p;
+	c->nrings_auto = auto_rings;
 	c->ext_shift = ext_shift;
 	c->p.ext = NULL;
 	ret = gs_cuda_check_pieces(c);

@@ -47,6 +47,7 @@ struct gs_cuda {
 	uint32_t ext_shift;		/* their unit (block_shift unless attach split them) */
 	uint32_t max_pieces;		/* requests one block takes at most */
 	struct gs_cset cs;		/* the CAM rings */
+	int nrings_auto;		/* the caller left nrings 0: BaM arrays take their own default */
 	/* attach mode */
 	void *conn;
 	uint32_t att_rings;		/* rings this connection has (GS_ATT_MAX_RINGS) */

@@ -89,18 +89,26 @@ void gs_cring_destroy(struct gs_cring *r)
 
 /* ---- sets of rings ---- */
 
-uint32_t gs_cuda_default_nrings(int device)
+static uint32_t device_sms(int device)
 {
 	int nsm = 0;
-	uint32_t n = 1;
 
 	if (cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
-		return 1;
+		return 0;
+	return (uint32_t)nsm;
+}
+
+uint32_t gs_cuda_default_nrings(int device)
+{
 	/* a ring per 16 SMs or so (16 SMs of 128 threads keep one ring's
 	 * collector busy, docs/PERF.md), a power of two, at most 16 */
-	while (n * 2 <= (uint32_t)nsm / 16 && n < 16)
-		n *= 2;
-	return n;
+	return gs_cam_rings_for(device_sms(device), GS_CAM_SMS_PER_RING);
+}
+
+/* BaM's miss rings over a handle whose ring count was the default. */
+static uint32_t default_bam_nrings(int device)
+{
+	return gs_cam_rings_for(device_sms(device), GS_BAM_SMS_PER_RING);
 }
 
 int gs_cset_alloc(struct gs_cset *cs, uint32_t n, const struct gs_cuda_params *p,
@@ -346,6 +354,7 @@ int gs_cuda_open(struct gs_cuda **cp, struct gs_q *q, const struct gs_cuda_param
 	c->q = q;
 	c->p = p;
 	c->p.ext = NULL;	/* not ours to keep: ours is c->ext */
+	c->nrings_auto = !params || !params->nrings;
 	c->ext_shift = ilog2(p.block_size);
 	if (p.next) {
 		c->ext = (struct gs_cam_ext *)malloc(p.next * sizeof(*c->ext));
@@ -593,7 +602,8 @@ int gs_cuda_array_open(struct gs_cuda_array **ap, struct gs_cuda *c,
 	 * the slots split evenly), each ring at least 32 slots, and in attach
 	 * mode no more than the connection has left.
 	 */
-	nr = p.backend == GS_BAM_NVME ? 1 : p.nrings ? p.nrings : roundup_pow2(c->p.nrings);
+	nr = p.backend == GS_BAM_NVME ? 1 : p.nrings ? p.nrings :
+	     c->nrings_auto ? default_bam_nrings(c->p.device) : roundup_pow2(c->p.nrings);
 	while (nr > 1 && p.nio / nr < 32)
 		nr /= 2;
 	if (c && !c->q && p.backend == GS_BAM_RING) {

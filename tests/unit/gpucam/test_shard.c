@@ -166,6 +166,24 @@ static void test_ticket_codec(void **state)
 	assert_int_equal(gs_cam_key(), k0);
 }
 
+/* The default ring counts: a power of two per so many SMs, 1 to 16. */
+static void test_default_rings(void **state)
+{
+	/* one per 16 SMs: an H100 or H200 (132 SMs) gets 8, an A100 (108) 4 */
+	assert_int_equal(gs_cam_rings_for(132, 16), 8);
+	assert_int_equal(gs_cam_rings_for(108, 16), 4);
+	assert_int_equal(gs_cam_rings_for(132, 32), 4);
+	assert_int_equal(gs_cam_rings_for(31, 16), 1);
+	assert_int_equal(gs_cam_rings_for(32, 16), 2);
+	assert_int_equal(gs_cam_rings_for(1, 16), 1);
+	assert_int_equal(gs_cam_rings_for(0, 16), 1);	/* no device answer */
+	assert_int_equal(gs_cam_rings_for(1000, 16), 16);
+	assert_int_equal(gs_cam_rings_for(132, 0), 1);
+	/* what gs_cuda_open() and gs_cuda_array_open() default to on 132 SMs */
+	assert_int_equal(gs_cam_rings_for(132, GS_CAM_SMS_PER_RING), 8);
+	assert_int_equal(gs_cam_rings_for(132, GS_BAM_SMS_PER_RING), 8);
+}
+
 /* ---- CAM over shards ---- */
 
 struct run {
@@ -537,6 +555,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_ticket_codec),
+		cmocka_unit_test(test_default_rings),
 		cmocka_unit_test(test_cam_shards),
 		cmocka_unit_test(test_cam_shards_flush),
 		cmocka_unit_test(test_gather_shards),
