@@ -223,7 +223,7 @@ if ! skip camtune; then
 	ct_to() { local l=$(( ct_end - $(date +%s) )); echo $(( l < $1 ? (l > 1 ? l : 1) : $1 )); }
 	t gnn_check_rings "$(ct_to 12)" $B/gnn check "$GS_GPU_IMAGE"
 	t gnn_disk_interleaved "$(ct_to 22)" bash -c '"$1" gen "$2" $(($(stat -c %s "$3") / 4096)) \
-		300 10,5 60 1 && "$1" disk "$3" "$2" 4096 3 1.0 gnn_disk' _ $B/gnn \
+		300 10,5 60 1 && "$1" disk "$3" "$2" 4096 3 0.8 gnn_disk' _ $B/gnn \
 		$B/ct-batches.bat "$GS_GPU_IMAGE"
 	t bench_interleaved "$(ct_to 24)" env GS_BENCH_BUDGET_S=${GS_CAMTUNE_BUDGET_S:-18} \
 		GS_BENCH_ONLY="cpu cam bam" GS_BENCH_RAW_THREADS= GS_BENCH_ROUNDS=3 \
