@@ -862,6 +862,55 @@ static void bench(unsigned scale)
 		       fans[k][0], fans[k][1], t_csr, rd_csr / 1048576.0, (unsigned long long)e_csr);
 		gs_cuda_graph_close(cg);
 	}
+
+	/* ---- the sampler's own cost, no device reads: the GPU's page cache holding every
+	 * page (warmed by a BaM CC sweep) against gs_graph_sample over the fs cache (256 MiB,
+	 * holding the graph; warmed by one pass), the same seeds */
+	{
+		size_t big = ((obj + obj / 4) + (1u << 20)) & ~(size_t)((1u << 20) - 1);
+		uint64_t *lab;
+
+		std::vector<uint64_t> hl(nv);
+
+		CK(cudaMalloc(&lab, nv * 8));
+		cg = open_cg(g, big, 4u << 20);
+		OK(gs_cuda_graph_cc(cg, lab, GS_CUDA_GRAPH_BAM, NULL));
+		OK(gs_graph_cc(g, hl.data(), NULL));	/* every page into the fs cache */
+		for (int k = 0; k < 2; k++) {
+			double t_gpu = 0, t_cpu = 0;
+			uint64_t rd = 0, rows = 0;
+
+			for (int b = -1; b < batches; b++) {	/* b -1: warm-up, not counted */
+				struct gs_graph_sample s;
+				double t1;
+
+				for (auto &sd : seeds)
+					sd = xs(&x) % nv;
+				row_begin("sample warm", cg);
+				OK(gs_cuda_graph_sample(cg, seeds.data(), 1024, fans[k], 2, 300 + b,
+							&ds, &st));
+				t1 = now_s();
+				OK(gs_graph_sample(g, seeds.data(), 1024, fans[k], 2, 300 + b, &s));
+				if (b >= 0) {
+					t_cpu += now_s() - t1;
+					t_gpu += st.seconds;
+					rd += st.bytes_read;
+					rows += ds.nnodes;
+				}
+				CHECK(!same_sample(&ds, &s), "bench: warm sample %u,%u differs",
+				      fans[k][0], fans[k][1]);
+				gs_graph_sample_free(&s);
+			}
+			printf("RESULT graph_sample_%u_%u_warm_gpu %.2f ms/batch (%.2f x "
+			       "gs_graph_sample's %.2f ms on the CPU; %llu rows/batch, %.1f KiB "
+			       "read/batch; GPU cache %zu MiB holds the graph)\n", fans[k][0],
+			       fans[k][1], t_gpu * 1e3 / batches, t_cpu / t_gpu,
+			       t_cpu * 1e3 / batches, (unsigned long long)(rows / batches),
+			       rd / 1024.0 / batches, big >> 20);
+		}
+		gs_cuda_graph_close(cg);
+		CK(cudaFree(lab));
+	}
 	gs_cuda_graph_sample_free(&ds);
 
 	/* ---- BFS through page caches, 4 KiB misses: the object's and CSR's (capped) */

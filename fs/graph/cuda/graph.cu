@@ -30,6 +30,9 @@
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/reduce.h>
 #include <thrust/scan.h>
+#include <cub/device/device_reduce.cuh>
+#include <cub/device/device_scan.cuh>
+#include <cuda/std/functional>
 
 #include "gstore_cuda_graph.h"
 #include "gstore_attach.h"
@@ -81,6 +84,13 @@ struct gs_cuda_graph {
 	uint64_t scap;			/* edges the scratch below holds */
 	uint64_t *d_pick, *d_slot, *d_off;
 	uint32_t *d_count, *d_flag, *d_fpos;
+	void *d_tmp;			/* the scans' and the reduction's scratch */
+	size_t tmp_bytes;
+	/* the sampler's stream: highest priority, so that its blocks start
+	 * ahead of queued blocks of the caller's other work (a gather's copy
+	 * kernel waiting on I/O); blocking, so ordered with the legacy stream
+	 * like the rest of the calls */
+	cudaStream_t ss;
 	/* attach mode (gs_cuda_graph_attach): the daemon's socket, the graph's
 	 * path below the mount, the connection the next io_open() takes */
 	char *sock, *rel;
@@ -137,6 +147,8 @@ static int gpu_wait(struct gs_cuda_graph *cg, const char *phase)
 	cg->phase = phase;
 	for (unsigned spin = 0;; spin++) {
 		e = cudaStreamQuery(0);
+		if (e == cudaSuccess && cg->ss)
+			e = cudaStreamQuery(cg->ss);
 		if (e != cudaErrorNotReady)
 			break;
 		if (now_s() - t0 > WAIT_S) {
@@ -841,6 +853,9 @@ void gs_cuda_graph_close(struct gs_cuda_graph *cg)
 	cudaFree(cg->d_count);
 	cudaFree(cg->d_flag);
 	cudaFree(cg->d_fpos);
+	cudaFree(cg->d_tmp);
+	if (cg->ss)
+		cudaStreamDestroy(cg->ss);
 	io_close(cg);
 	layout_put(cg, cg->l);
 	gs_attach_close(cg->conn);
@@ -895,6 +910,14 @@ static int open_io(struct gs_cuda_graph *cg, uint32_t dev_max_io)
 	    (ret = cu(cudaMemset(cg->d_err, 0, 8), "err")) ||
 	    (ret = cu(cudaMalloc(&cg->d_cnt, 4 * 8), "counters")))
 		return ret;
+	if (!cg->ss) {
+		int least = 0, greatest = 0;
+
+		if ((ret = cu(cudaDeviceGetStreamPriorityRange(&least, &greatest), "priorities")) ||
+		    (ret = cu(cudaStreamCreateWithPriority(&cg->ss, cudaStreamDefault, greatest),
+			      "sampler stream")))
+			return ret;
+	}
 	return load_layout(cg);
 }
 
@@ -1335,8 +1358,10 @@ static int sample_alloc(struct gs_cuda_graph *cg, struct gs_cuda_graph_sample *s
 		cudaFree(cg->d_count);
 		cudaFree(cg->d_flag);
 		cudaFree(cg->d_fpos);
+		cudaFree(cg->d_tmp);
 		cg->d_pick = cg->d_slot = cg->d_off = NULL;
 		cg->d_count = cg->d_flag = cg->d_fpos = NULL;
+		cg->d_tmp = NULL;
 		cg->scap = 0;
 		CU(cudaMalloc(&cg->d_pick, (c + 1) * 8));
 		CU(cudaMalloc(&cg->d_slot, (c + 1) * 8));
@@ -1344,6 +1369,20 @@ static int sample_alloc(struct gs_cuda_graph *cg, struct gs_cuda_graph_sample *s
 		CU(cudaMalloc(&cg->d_count, (c + 1) * 4));
 		CU(cudaMalloc(&cg->d_flag, (c + 1) * 4));
 		CU(cudaMalloc(&cg->d_fpos, (c + 1) * 4));
+		/* cub with our own scratch: thrust's would be cudaMalloc'd and
+		 * cudaFree'd per call, and cudaFree waits for the whole device (a
+		 * gather running beside the sampler, every hop) */
+		size_t b1 = 0, b2 = 0, b3 = 0;
+
+		CU(cub::DeviceScan::ExclusiveScan(NULL, b1, cg->d_count, cg->d_off,
+						  cuda::std::plus<uint64_t>(), (uint64_t)0, c + 1,
+						  cg->ss));
+		CU(cub::DeviceScan::ExclusiveSum(NULL, b2, cg->d_flag, cg->d_fpos, c + 1, cg->ss));
+		CU(cub::DeviceReduce::Max(NULL, b3, cg->d_slot, (uint64_t *)cg->d_cnt, c + 1,
+					  cg->ss));
+		cg->tmp_bytes = b1 > b2 ? b1 : b2;
+		cg->tmp_bytes = b3 > cg->tmp_bytes ? b3 : cg->tmp_bytes;
+		CU(cudaMalloc(&cg->d_tmp, cg->tmp_bytes + 16));
 		cg->scap = c;
 	}
 out:
@@ -1360,14 +1399,13 @@ static int64_t add_nodes(struct gs_cuda_graph *cg, struct gs_cuda_graph_sample *
 
 	if (!n)
 		return 0;
-	k_first<<<grid_for(n, 256), 256>>>(u, n, cg->d_pos_of, cg->d_first);
-	k_flag<<<grid_for(n, 256), 256>>>(u, n, cg->d_pos_of, cg->d_first, cg->d_flag);
-	ret = launched(cg, "sample dedup");
-	if (ret)
-		return ret;
-	thrust::exclusive_scan(thrust::device, cg->d_flag, cg->d_flag + n, cg->d_fpos);
-	k_add<<<grid_for(n, 256), 256>>>(u, n, cg->d_flag, cg->d_fpos, s->nnodes, s->nodes,
-					 cg->d_pos_of, cg->d_first);
+	size_t tb = cg->tmp_bytes;
+
+	k_first<<<grid_for(n, 256), 256, 0, cg->ss>>>(u, n, cg->d_pos_of, cg->d_first);
+	k_flag<<<grid_for(n, 256), 256, 0, cg->ss>>>(u, n, cg->d_pos_of, cg->d_first, cg->d_flag);
+	CU(cub::DeviceScan::ExclusiveSum(cg->d_tmp, tb, cg->d_flag, cg->d_fpos, n, cg->ss));
+	k_add<<<grid_for(n, 256), 256, 0, cg->ss>>>(u, n, cg->d_flag, cg->d_fpos, s->nnodes,
+						     s->nodes, cg->d_pos_of, cg->d_first);
 	ret = launched(cg, "sample add");
 	if (ret)
 		return ret;
@@ -1407,9 +1445,15 @@ int gs_cuda_graph_sample(struct gs_cuda_graph *cg, const uint64_t *seeds, uint32
 	/* the seeds (host or GPU memory), checked, then deduplicated like picks */
 	CU(cudaMemcpy(cg->d_slot, seeds, (size_t)nseeds * 8, cudaMemcpyDefault));
 	if (nseeds) {
-		uint64_t mx = thrust::reduce(thrust::device, cg->d_slot, cg->d_slot + nseeds,
-					     (uint64_t)0, thrust::maximum<uint64_t>());
+		uint64_t mx = 0;
+		size_t tb = cg->tmp_bytes;
 
+		CU(cub::DeviceReduce::Max(cg->d_tmp, tb, cg->d_slot, (uint64_t *)cg->d_cnt, nseeds,
+					  cg->ss));
+		ret = launched(cg, "sample seeds");
+		if (ret)
+			goto out;
+		CU(cudaMemcpy(&mx, cg->d_cnt, 8, cudaMemcpyDeviceToHost));
 		if (mx >= cg->l->nv) {
 			ret = -EINVAL;
 			goto out;
@@ -1429,23 +1473,25 @@ int gs_cuda_graph_sample(struct gs_cuda_graph *cg, const uint64_t *seeds, uint32
 		s->hop_edges[h] = s->nedges;
 		cg->passes++;
 		if (n) {
-			k_sample<<<bam_grid(cg, n), 256>>>(cg->dv, s->nodes, a, n, f, h,
-								 rng_seed, cg->d_pick, cg->d_slot,
-								 cg->d_count, cg->d_err);
+			size_t tb = cg->tmp_bytes;
+
+			k_sample<<<bam_grid(cg, n), 256, 0, cg->ss>>>(cg->dv, s->nodes, a, n, f, h,
+								       rng_seed, cg->d_pick,
+								       cg->d_slot, cg->d_count,
+								       cg->d_err);
+			CU(cub::DeviceScan::ExclusiveScan(cg->d_tmp, tb, cg->d_count, cg->d_off,
+							  cuda::std::plus<uint64_t>(), (uint64_t)0,
+							  n, cg->ss));
 			ret = launched(cg, "sample hop");
 			if (ret)
 				goto out;
-			thrust::exclusive_scan(thrust::device, cg->d_count, cg->d_count + n,
-					       cg->d_off, (uint64_t)0);
 			CU(cudaMemcpy(&lastc, cg->d_count + n - 1, 4, cudaMemcpyDeviceToHost));
 			CU(cudaMemcpy(&lasto, cg->d_off + n - 1, 8, cudaMemcpyDeviceToHost));
 			ne = lasto + lastc;
-			k_emit<<<grid_for(n * f, 256), 256>>>(s->nodes, a, n, f, cg->d_slot,
-							      cg->d_count, cg->d_off, s->nedges,
-							      s->src, s->dst, s->src_pos);
-			ret = launched(cg, "sample emit");
-			if (ret)
-				goto out;
+			k_emit<<<grid_for(n * f, 256), 256, 0, cg->ss>>>(s->nodes, a, n, f, cg->d_slot,
+									  cg->d_count, cg->d_off,
+									  s->nedges, s->src, s->dst,
+									  s->src_pos);
 			r = add_nodes(cg, s, s->dst + s->nedges, ne);
 			if (r < 0) {
 				ret = (int)r;
@@ -1457,15 +1503,16 @@ int gs_cuda_graph_sample(struct gs_cuda_graph *cg, const uint64_t *seeds, uint32
 	}
 	s->hop_edges[nhops] = s->nedges;
 	if (s->nedges) {
-		k_dst_pos<<<grid_for(s->nedges, 256), 256>>>(s->dst, s->nedges, cg->d_pos_of,
-							    s->dst_pos);
+		k_dst_pos<<<grid_for(s->nedges, 256), 256, 0, cg->ss>>>(s->dst, s->nedges,
+									 cg->d_pos_of, s->dst_pos);
 		ret = launched(cg, "sample positions");
 	}
 	if (!ret)
 		ret = dev_err(cg);
 out:
 	if (s->nnodes) {	/* the vertex -> position map back to empty */
-		k_unpos<<<grid_for(s->nnodes, 256), 256>>>(s->nodes, s->nnodes, cg->d_pos_of);
+		k_unpos<<<grid_for(s->nnodes, 256), 256, 0, cg->ss>>>(s->nodes, s->nnodes,
+								       cg->d_pos_of);
 		int r2 = launched(cg, "sample reset");
 
 		if (!ret)
