@@ -9,7 +9,7 @@
  * the pollers; one writes, FLUSHes and SYNCs, and the fs sees its data.
  * Also: the open(2)-like permission check for every class of peer, the
  * protocol's refusals (unknown ops, flags, reserved fields), and the
- * memfd's seals.
+ * memfd's seals.  GRAPH: a graph's layout, its pages through a ring.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,6 +21,8 @@
 
 #include "../fs/fs_test.h"
 #include "fs/fuse/attach_srv.c"
+#include "gstore_graph.h"
+#include "gstore_graph_dev.h"
 
 #define BS	4096u
 #define NBLK	512u
@@ -431,6 +433,146 @@ static void test_may(void **state)
 	assert_int_equal(may(&root, &d, X_OK), 0);
 }
 
+/* A directed graph: 600 vertices, a hub of 1500 out-neighbours (its list over pages). */
+static int mkgraph(const char *name)
+{
+	struct gs_graph_import_opts o = { .flags = GS_GRAPH_IMPORT_DIRECTED, .nv = 600 };
+	FILE *f = tmpfile();
+	int ret;
+
+	if (!f)
+		return -errno;
+	for (unsigned i = 0; i < 4000; i++)
+		fprintf(f, "%u %u\n", (i * 7919u) % 600, (i * 104729u + 13) % 600);
+	for (unsigned i = 0; i < 1500; i++)
+		fprintf(f, "42 %u\n", (i * 31u) % 600);
+	fflush(f);
+	rewind(f);
+	ret = gs_graph_import_fd(fs, name, fileno(f), &o);
+	fclose(f);
+	return ret;
+}
+
+/*
+ * GRAPH: the layout the daemon hands out is gs_graph_layout_get()'s, its
+ * memfd sealed; a ring of the connection reads the pages at its extents
+ * (what the fs has there) and nothing else; a later GRAPH on a new
+ * connection carries the updates made since; the refusals.
+ */
+static void test_graph(void **state)
+{
+	struct gs_attach_srv *s = start();
+	struct gs_graph_layout *l;
+	struct gs_attach_graph ag, ag2;
+	struct gs_attach_ring r;
+	struct gs_attach *a, *a2;
+	struct gs_graph *g;
+	struct gs_att_msg m;
+	uint8_t *page = malloc(BS);
+	int fd, fds[2], nfds = 0;
+	void *rp = NULL;
+
+	assert_non_null(page);
+	assert_int_equal(mkgraph("g"), 0);
+	assert_int_equal(gs_attach_connect(&a, sock), 0);
+	assert_int_equal(gs_attach_graph(a, "graph/g", &ag), 0);
+	assert_int_equal(gs_attach_ring(a, 8, 8, 8, 8 * BS, 0, &r), 0);
+
+	/* the same layout as the library's (the server's own handle is closed) */
+	const struct gs_att_graph_map *h = ag.map;
+	const char *base = (const char *)h;
+
+	assert_int_equal(gs_graph_open(fs, "g", 0, &g), 0);
+	assert_int_equal(gs_graph_layout_get(g, 0, &l), 0);
+	assert_int_equal(h->magic, GS_ATT_GRAPH_MAGIC);
+	assert_int_equal(h->nv, l->nv);
+	assert_int_equal(h->ne, l->ne);
+	assert_int_equal(h->gen, l->gen);
+	assert_int_equal(ag.gen, l->gen);
+	assert_int_equal(h->ndirs, 2);
+	assert_int_equal(h->page_size, BS);
+	assert_int_equal(h->nblocks, l->nblocks);
+	assert_int_equal(h->next, l->next);
+	assert_true(ag.max_io >= BS);
+	assert_memory_equal(base + h->ext_off, l->ext, l->next * sizeof(*l->ext));
+	for (unsigned d = 0; d < 2; d++) {
+		const struct gs_att_graph_dir *hd = &h->dir[d];
+
+		assert_int_equal(hd->ngtt, l->dir[d].ngtt);
+		assert_int_equal(hd->first_block, l->dir[d].first_block);
+		assert_memory_equal(base + hd->key_off, l->dir[d].gtt_key, hd->ngtt * 8);
+		assert_memory_equal(base + hd->last_off, l->dir[d].gtt_last, hd->ngtt * 8);
+		assert_memory_equal(base + hd->page_off, l->dir[d].gtt_page, hd->ngtt * 8);
+		/* every live page through the ring equals the pages object's bytes */
+		for (uint64_t i = 0; i < hd->ngtt; i++) {
+			uint64_t p = l->dir[d].gtt_page[i] & GS_GP_PAGE_MASK, b = hd->first_block + p;
+			const struct gs_att_ext *e = (const void *)(base + h->ext_off);
+			int64_t off = -1;
+
+			for (uint32_t k = 0; k < h->next; k++)
+				if (b >= e[k].blk && b < e[k].blk + e[k].nblk)
+					off = (int64_t)(e[k].dev_off + (b - e[k].blk) * BS);
+			assert_true(off >= 0);
+			assert_int_equal(ring_io(&r, GS_OP_READ, (uint64_t)off, 0), BS);
+			assert_int_equal(gs_fs_read(fs, hd->pages_ino, page, BS, p * BS), BS);
+			assert_memory_equal(r.buf, page, BS);
+		}
+	}
+	/* the ring reaches the graph's pages only: arrays/a was not opened */
+	{
+		struct gs_attach_obj o;
+		struct gs_attach *b;
+
+		assert_int_equal(gs_attach_connect(&b, sock), 0);
+		assert_int_equal(gs_attach_open(b, "arrays/a", BS, 0, &o), 0);
+		assert_int_equal(ring_io(&r, GS_OP_READ, (uint64_t)dev_off(&o, 0), 1), -EACCES);
+		free(o.ext);
+		gs_attach_close(b);
+	}
+	gs_graph_layout_put(l);
+
+	/* updates since: the next GRAPH (a new connection) carries them */
+	assert_int_equal(gs_graph_add_edge(g, 7, 599, 1.0f), 0);
+	assert_int_equal(gs_graph_close(g), 0);	/* durable, not merged */
+	assert_int_equal(gs_attach_connect(&a2, sock), 0);
+	assert_int_equal(gs_attach_graph(a2, "graph/g", &ag2), 0);
+	assert_true(ag2.gen > ag.gen);
+	assert_int_equal(ag2.map->ne, h->ne + 1);
+	gs_attach_graph_unmap(&ag2);
+	gs_attach_close(a2);
+	gs_attach_ring_unmap(&r);
+	gs_attach_graph_unmap(&ag);
+
+	/* refusals */
+	assert_int_equal(gs_attach_graph(a, "arrays/a", &ag), -EINVAL);
+	assert_int_equal(gs_attach_graph(a, "graph", &ag), -EISDIR);
+	assert_int_equal(gs_attach_graph(a, "graph/nope", &ag), -ENOENT);
+	assert_int_equal(gs_attach_graph(a, "graph/../graph/g", &ag), -EINVAL);
+	gs_attach_close(a);
+	fd = raw_fd();
+	m = (struct gs_att_msg){ .h.op = GS_ATT_GRAPH, .h.len = 7, .u.graph.rsvd[1] = 1 };
+	assert_int_equal(raw(fd, &m, "graph/g"), -EINVAL);
+	m = (struct gs_att_msg){ .h.op = GS_ATT_GRAPH };
+	assert_int_equal(raw(fd, &m, NULL), -EINVAL);		/* no path */
+
+	/* the memfd: sealed against writes, shrinking and growing */
+	m = (struct gs_att_msg){ .h.op = GS_ATT_GRAPH, .h.len = 7, .h.magic = GS_ATT_MAGIC,
+				 .h.version = GS_ATT_VERSION };
+	assert_int_equal(gs_attach_send(fd, &m, "graph/g", NULL, 0), 0);
+	assert_int_equal(gs_attach_recv(fd, &m, &rp, 0, fds, &nfds), 0);
+	assert_int_equal(m.h.status, 0);
+	assert_int_equal(nfds, 1);
+	assert_int_equal(fcntl(fds[0], F_GET_SEALS) & (F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW),
+			 F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW);
+	assert_true(mmap(NULL, m.u.graph.map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0],
+			 0) == MAP_FAILED);
+	assert_int_equal(ftruncate(fds[0], 0), -1);
+	close(fds[0]);
+	close(fd);
+	free(page);
+	gs_attach_stop(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -440,6 +582,7 @@ int main(void)
 		cmocka_unit_test(test_per_user),
 		cmocka_unit_test(test_recall),
 		cmocka_unit_test(test_may),
+		cmocka_unit_test(test_graph),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
