@@ -35,7 +35,7 @@
 struct conf {
 	char *image;
 	char *cache, *line, *dirty, *fault, *backend, *devices, *uring;
-	unsigned pollers, qd, threads, readahead;
+	unsigned pollers, qd, threads, readahead, stream_ra;
 	double timeout;
 	int ro, buffered, nonopts, helper;
 	int allow_dev, allow_suid, no_dev, no_suid;
@@ -52,6 +52,7 @@ static const struct fuse_opt gs_opts[] = {
 	OPT("qd=%u", qd, 0),
 	OPT("threads=%u", threads, 0),
 	OPT("readahead=%u", readahead, 0),
+	OPT("stream_ra=%u", stream_ra, 0),
 	OPT("timeout=%lf", timeout, 0),
 	OPT("fault=%s", fault, 0),
 	OPT("backend=%s", backend, 0),
@@ -100,6 +101,8 @@ static void usage(FILE *f)
 		"  -o threads=N       FUSE worker threads, at most (default 64)\n"
 		"  -o timeout=SEC     attribute/entry cache timeout (default 1.0)\n"
 		"  -o readahead=KIB   kernel read-ahead window (default 4096; 0: kernel's)\n"
+		"  -o stream_ra=KIB   the daemon's read-ahead for sequential readers\n"
+		"                     (default 16384; 0: off)\n"
 		"  -o ro              read-only\n"
 		"  -o buffered        no O_DIRECT on the image (images on tmpfs)\n"
 		"  -o allow_dev       device nodes open their devices (root; default nodev)\n"
@@ -558,7 +561,7 @@ out:
 
 int main(int argc, char **argv)
 {
-	struct conf c = { .timeout = -1, .readahead = 4096 };
+	struct conf c = { .timeout = -1, .readahead = 4096, .stream_ra = 16384 };
 	struct fuse_args args;
 	struct fuse_cmdline_opts o = { 0 };
 	struct gs_fs_opts fo = { 0 };
@@ -616,6 +619,7 @@ int main(int argc, char **argv)
 	fc.rdonly = (unsigned)c.ro;
 	fc.timeout = c.timeout;
 	fc.readahead_kib = c.readahead;
+	fc.stream_ra_kib = c.stream_ra;
 	fc.threads = c.threads;
 	if (!c.uring || !strcmp(c.uring, "auto")) {
 		fc.uring = GS_FUSE_URING_AUTO;

@@ -29,6 +29,7 @@
 
 #include "fuse_internal.h"
 #include "mountinfo.h"
+#include "stream.h"
 #include "uring.h"
 
 #define MAX_IO		(1u << 20)	/* max_write, and the read buffer size */
@@ -45,6 +46,7 @@ struct gs_fuse {
 	int uring_mode;			/* -o uring= */
 	unsigned threads;
 	struct gs_fuse_uring *uring;	/* the io_uring transport's state (fs/fuse/uring.c) */
+	struct gs_streams *streams;	/* the daemon's read-ahead (fs/fuse/stream.h); NULL: off */
 };
 
 /* Object types with virtual files.  One line per type; see fuse_internal.h. */
@@ -94,6 +96,8 @@ void gs_fuse_get_counters(struct gs_fuse *gf, struct gs_fuse_counters *c)
 	c->other = __atomic_load_n(&gf->cnt.other, __ATOMIC_RELAXED);
 	c->errors = __atomic_load_n(&gf->cnt.errors, __ATOMIC_RELAXED);
 	c->uring_requests = gs_fuse_uring_requests(gf->uring);
+	c->stream_reads = __atomic_load_n(&gf->cnt.stream_reads, __ATOMIC_RELAXED);
+	c->stream_ra_bytes = __atomic_load_n(&gf->cnt.stream_ra_bytes, __ATOMIC_RELAXED);
 }
 
 struct gs_fuse_uring *gs_fuse_get_uring(struct gs_fuse *gf)
@@ -792,6 +796,8 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
 	struct gs_fuse *gf = req_gf(req);
+	unsigned flags = (fi->flags & O_DIRECT) ? GS_FS_READ_DIRECT : 0;
+	uint64_t ra_off, ra_len;
 	ssize_t n;
 	char *buf;
 
@@ -803,8 +809,20 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	buf = thread_buf(gf);
 	if (!buf)
 		return reply_status(req, -ENOMEM);
-	n = gs_fs_pread(gf->fs, ino, buf, size < MAX_IO ? size : MAX_IO, (uint64_t)off,
-			(fi->flags & O_DIRECT) ? GS_FS_READ_DIRECT : 0);
+	if (size > MAX_IO)
+		size = MAX_IO;
+	/* A sequential reader: what follows is read ahead into the block
+	 * cache (batched, asynchronous), and this read takes its part from
+	 * there, so the device works ahead of the reader. */
+	if (gs_streams_note(gf->streams, ino, (uint64_t)off, size, &ra_off, &ra_len)) {
+		flags = GS_FS_READ_CACHED;
+		COUNT(gf, stream_reads, 1);
+	}
+	if (ra_len) {
+		gs_fs_readahead(gf->fs, ino, ra_off, ra_len);
+		COUNT(gf, stream_ra_bytes, ra_len);
+	}
+	n = gs_fs_pread(gf->fs, ino, buf, size, (uint64_t)off, flags);
 	if (n < 0)
 		return reply_status(req, (int)n);
 	COUNT(gf, read_bytes, (uint64_t)n);
@@ -1247,6 +1265,19 @@ static const struct fuse_lowlevel_ops gs_fuse_ops = {
 	.removexattr = fs_removexattr,
 };
 
+/* The read-ahead window: as asked, but at most an eighth of the block cache,
+ * so that several streams' windows fit and none evicts what another read
+ * ahead before its reader got there. */
+static uint64_t stream_window(struct gs_fs *fs, unsigned kib)
+{
+	struct gs_fs_statfs sf;
+	uint64_t w = (uint64_t)kib << 10;
+
+	if (!gs_fs_statfs(fs, &sf) && sf.cache_bytes && w > sf.cache_bytes / 8)
+		w = sf.cache_bytes / 8;
+	return w;
+}
+
 int gs_fuse_new(struct gs_fuse **gfp, struct gs_fs *fs, const struct gs_fuse_conf *conf,
 		struct fuse_args *args)
 {
@@ -1262,9 +1293,16 @@ int gs_fuse_new(struct gs_fuse **gfp, struct gs_fs *fs, const struct gs_fuse_con
 	gf->readahead = conf->readahead_kib > (1u << 21) ? 1u << 31 : conf->readahead_kib << 10;
 	gf->uring_mode = conf->uring;
 	gf->threads = conf->threads;
+	if (conf->stream_ra_kib) {
+		gf->streams = gs_streams_new(stream_window(fs, conf->stream_ra_kib));
+		if (!gf->streams) {
+			ret = -ENOMEM;
+			goto free_gf;
+		}
+	}
 	ret = -pthread_key_create(&gf->buf_key, free_buf);
 	if (ret)
-		goto free_gf;
+		goto free_streams;
 	gf->vreg = gs_vreg_new();
 	if (!gf->vreg) {
 		ret = -ENOMEM;
@@ -1286,6 +1324,8 @@ free_vreg:
 	gs_vreg_free(gf, gf->vreg);
 delete_key:
 	pthread_key_delete(gf->buf_key);
+free_streams:
+	gs_streams_free(gf->streams);
 free_gf:
 	free(gf);
 	return ret;
@@ -1315,6 +1355,7 @@ void gs_fuse_destroy(struct gs_fuse *gf)
 	gs_vreg_free(gf, gf->vreg);
 	/* Worker threads have exited and freed their buffers by now. */
 	pthread_key_delete(gf->buf_key);
+	gs_streams_free(gf->streams);
 	free(gf);
 }
 

@@ -191,6 +191,8 @@ struct gs_fuse_counters {
 	uint64_t reads, writes, read_bytes, write_bytes;
 	uint64_t lookups, creates, fsyncs, other, errors;
 	uint64_t uring_requests;	/* served over FUSE io_uring (fs/fuse/uring.c) */
+	uint64_t stream_reads;		/* reads of a sequential stream (fs/fuse/stream.h) */
+	uint64_t stream_ra_bytes;	/* bytes the daemon asked the cache to read ahead */
 };
 void gs_fuse_get_counters(struct gs_fuse *gf, struct gs_fuse_counters *c);
 

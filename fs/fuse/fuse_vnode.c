@@ -436,12 +436,14 @@ static int stats_gen(void *ctx, char *buf, size_t size)
 		     "fuse_reads %llu\nfuse_read_bytes %llu\nfuse_writes %llu\n"
 		     "fuse_write_bytes %llu\nfuse_lookups %llu\nfuse_creates %llu\n"
 		     "fuse_fsyncs %llu\nfuse_other %llu\nfuse_errors %llu\n"
-		     "fuse_uring_requests %llu\n",
+		     "fuse_uring_requests %llu\nfuse_stream_reads %llu\n"
+		     "fuse_stream_ra_bytes %llu\n",
 		     (unsigned long long)c.reads, (unsigned long long)c.read_bytes,
 		     (unsigned long long)c.writes, (unsigned long long)c.write_bytes,
 		     (unsigned long long)c.lookups, (unsigned long long)c.creates,
 		     (unsigned long long)c.fsyncs, (unsigned long long)c.other,
-		     (unsigned long long)c.errors, (unsigned long long)c.uring_requests);
+		     (unsigned long long)c.errors, (unsigned long long)c.uring_requests,
+		     (unsigned long long)c.stream_reads, (unsigned long long)c.stream_ra_bytes);
 	return m < 0 ? -EIO : n + m;
 }
 

@@ -32,6 +32,7 @@ struct gs_fuse_conf {
 	unsigned readahead_kib;	/* kernel read-ahead window, KiB (0: the kernel's) */
 	int uring;		/* enum gs_fuse_uring_mode */
 	unsigned threads;	/* worker threads at most (0: 64); the ring's too */
+	unsigned stream_ra_kib;	/* the daemon's read-ahead for sequential readers, KiB (0: off) */
 };
 
 /* Build the session (fuse_session_new with our ops) over a mounted @fs.
