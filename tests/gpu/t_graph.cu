@@ -10,8 +10,11 @@
  * CSR arrays through BaM caches of the same size.
  *
  *   t_graph [check|small|bench|all [SCALE]]     (default: all, SCALE 19)
+ *   t_graph sample [SCALE]                      (default SCALE 16)
  *
  * small: two small graphs, every kernel once (for compute-sanitizer).
+ * sample: the sampler with the graph in the caches against gs_graph_sample,
+ * and beside a kernel that holds every SM (bench runs these rows too).
  *
  * Env: GS_GRAPH_DIR (image and temp files; default build/gpu),
  * GS_GRAPH_CACHE_MIB (GPU cache and staging; default a quarter of the
@@ -21,6 +24,7 @@
 
 #include <vector>
 
+#include <cub/device/device_scan.cuh>
 #include <thrust/execution_policy.h>
 #include <thrust/scan.h>
 
@@ -632,6 +636,165 @@ static int csr_bfs_capped(csr_bam g, uint64_t nv, uint64_t src, int32_t *depth, 
 	return level + 1;
 }
 
+/* ---- the sampler's own cost ---- */
+
+static __global__ void k_busy(long long cycles)
+{
+	long long t0 = clock64();
+
+	while (clock64() - t0 < cycles)
+		;
+}
+
+/* Work that holds every SM for about @ms (8 waves of 2 blocks of 1024
+ * threads per SM, each spinning ms / 8), as a gather's copy kernel does
+ * while its reads are in flight, on a non-blocking stream of its own. */
+static void busy(cudaStream_t s, double ms)
+{
+	int sms = 0, khz = 0;
+
+	CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+	CK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0));
+	k_busy<<<sms * 16, 1024, 0, s>>>((long long)(ms / 8 * khz));
+	CK(cudaGetLastError());
+}
+
+/*
+ * The sampler with the graph in the caches (no device reads): the GPU's page
+ * cache holding every page (warmed by a BaM CC sweep) against gs_graph_sample
+ * over a warm fs cache, the same seeds; then beside other work that holds the
+ * SMs (the gnn pipeline samples batch i + 1 while batch i is gathered): a
+ * thrust scan (its scratch cudaMalloc'd and cudaFree'd: cudaFree waits for the
+ * whole device) and a cub scan on a high-priority stream, and the sampler.
+ */
+static void sampler_rows(struct gs_graph *g, uint64_t nv, uint64_t obj, int batches)
+{
+	size_t big = ((obj + obj / 4) + (1u << 20)) & ~(size_t)((1u << 20) - 1);
+	uint32_t fans[2][2] = { { 25, 10 }, { 10, 5 } };
+	std::vector<uint64_t> seeds(1024), hl(nv);
+	struct gs_cuda_graph_sample ds = {};
+	struct gs_cuda_graph_stats st;
+	struct gs_cuda_graph *cg;
+	double alone[2] = {};
+	uint64_t x = 77, *lab;
+
+	CK(cudaMalloc(&lab, nv * 8));
+	cg = open_cg(g, big, 4u << 20);
+	OK(gs_cuda_graph_cc(cg, lab, GS_CUDA_GRAPH_BAM, NULL));
+	OK(gs_graph_cc(g, hl.data(), NULL));	/* every page into the fs cache */
+	for (int k = 0; k < 2; k++) {
+		double t_gpu = 0, t_cpu = 0;
+		uint64_t rd = 0, rows = 0;
+
+		for (int b = -1; b < batches; b++) {	/* b -1: warm-up, not counted */
+			struct gs_graph_sample s;
+			double t1;
+
+			for (auto &sd : seeds)
+				sd = xs(&x) % nv;
+			row_begin("sample warm", cg);
+			OK(gs_cuda_graph_sample(cg, seeds.data(), 1024, fans[k], 2, 300 + b, &ds,
+						&st));
+			t1 = now_s();
+			OK(gs_graph_sample(g, seeds.data(), 1024, fans[k], 2, 300 + b, &s));
+			if (b >= 0) {
+				t_cpu += now_s() - t1;
+				t_gpu += st.seconds;
+				rd += st.bytes_read;
+				rows += ds.nnodes;
+			}
+			CHECK(!same_sample(&ds, &s), "sampler: warm sample %u,%u differs", fans[k][0],
+			      fans[k][1]);
+			gs_graph_sample_free(&s);
+		}
+		alone[k] = t_gpu * 1e3 / batches;
+		printf("RESULT graph_sample_%u_%u_warm_gpu %.2f ms/batch (%.2f x gs_graph_sample's "
+		       "%.2f ms on the CPU; %llu rows/batch, %.1f KiB read/batch; GPU cache %zu MiB "
+		       "holds the graph)\n", fans[k][0], fans[k][1], alone[k], t_cpu / t_gpu,
+		       t_cpu * 1e3 / batches, (unsigned long long)(rows / batches),
+		       rd / 1024.0 / batches, big >> 20);
+	}
+
+	/* beside work that holds the SMs */
+	cudaStream_t sb, shi;
+	cudaEvent_t e0, e1;
+	int lo = 0, hi = 0;
+	uint32_t *din, *dout;
+	void *tmp = NULL;
+	size_t tb = 0, n = 1u << 20;
+	float busy_ms = 0;
+	double t1, t_thrust, t_cub;
+
+	CK(cudaStreamCreateWithFlags(&sb, cudaStreamNonBlocking));
+	CK(cudaDeviceGetStreamPriorityRange(&lo, &hi));
+	CK(cudaStreamCreateWithPriority(&shi, cudaStreamNonBlocking, hi));
+	CK(cudaEventCreate(&e0));
+	CK(cudaEventCreate(&e1));
+	CK(cudaMalloc(&din, n * 4));
+	CK(cudaMalloc(&dout, n * 4));
+	CK(cudaMemset(din, 1, n * 4));
+	CK(cub::DeviceScan::ExclusiveSum(NULL, tb, din, dout, n, shi));
+	CK(cudaMalloc(&tmp, tb));
+	CK(cudaEventRecord(e0, sb));
+	busy(sb, 100);
+	CK(cudaEventRecord(e1, sb));
+	CK(cudaStreamSynchronize(sb));
+	CK(cudaEventElapsedTime(&busy_ms, e0, e1));
+	busy(sb, 100);
+	t1 = now_s();
+	thrust::exclusive_scan(thrust::device, din, din + n, dout);
+	t_thrust = (now_s() - t1) * 1e3;
+	CK(cudaStreamSynchronize(sb));
+	busy(sb, 100);
+	t1 = now_s();
+	CK(cub::DeviceScan::ExclusiveSum(tmp, tb, din, dout, n, shi));
+	CK(cudaStreamSynchronize(shi));
+	t_cub = (now_s() - t1) * 1e3;
+	CK(cudaStreamSynchronize(sb));
+	printf("RESULT graph_scan_beside_busy thrust %.2f ms, cub on a high-priority stream %.2f ms,"
+	       " beside a %.1f ms kernel holding every SM (1 Mi items)\n", t_thrust, t_cub,
+	       busy_ms);
+	for (int k = 0; k < 2; k++) {
+		for (auto &sd : seeds)
+			sd = xs(&x) % nv;
+		busy(sb, 100);
+		row_begin("sample beside busy", cg);
+		OK(gs_cuda_graph_sample(cg, seeds.data(), 1024, fans[k], 2, 900 + k, &ds, &st));
+		CK(cudaStreamSynchronize(sb));
+		printf("RESULT graph_sample_%u_%u_beside_busy %.2f ms (alone %.2f ms), beside a "
+		       "%.1f ms kernel holding every SM\n", fans[k][0], fans[k][1],
+		       st.seconds * 1e3, alone[k], busy_ms);
+	}
+	CK(cudaFree(tmp));
+	CK(cudaFree(din));
+	CK(cudaFree(dout));
+	CK(cudaStreamDestroy(sb));
+	CK(cudaStreamDestroy(shi));
+	gs_cuda_graph_sample_free(&ds);
+	gs_cuda_graph_close(cg);
+	CK(cudaFree(lab));
+}
+
+/* t_graph sample [SCALE]: the rows above alone, on an R-MAT graph of its own. */
+static void sampler_only(unsigned scale)
+{
+	struct gen gs = { scale, 16ull << scale, 0, 0, 0, NULL, 19 };
+	struct gs_graph *g = import("samp", &gs, GS_GRAPH_IMPORT_UNDIRECTED);
+	struct gs_graph_layout *l;
+	const char *nb = getenv("GS_GRAPH_BATCHES");
+	static double cap = 30;	/* the watchdog thread reads it after we return */
+	pthread_t wd;
+
+	pthread_create(&wd, NULL, watchdog, &cap);
+	pthread_detach(wd);
+	OK(gs_graph_layout_get(g, 0, &l));
+	uint64_t nv = l->nv, obj = l->bytes;
+
+	gs_graph_layout_put(l);
+	sampler_rows(g, nv, obj, nb ? atoi(nb) : 10);
+	gs_graph_close(g);
+}
+
 static void bench(unsigned scale)
 {
 	struct gen gb = { scale, 16ull << scale, 0, 0, 0, NULL, 9 };
@@ -863,54 +1026,7 @@ static void bench(unsigned scale)
 		gs_cuda_graph_close(cg);
 	}
 
-	/* ---- the sampler's own cost, no device reads: the GPU's page cache holding every
-	 * page (warmed by a BaM CC sweep) against gs_graph_sample over the fs cache (256 MiB,
-	 * holding the graph; warmed by one pass), the same seeds */
-	{
-		size_t big = ((obj + obj / 4) + (1u << 20)) & ~(size_t)((1u << 20) - 1);
-		uint64_t *lab;
-
-		std::vector<uint64_t> hl(nv);
-
-		CK(cudaMalloc(&lab, nv * 8));
-		cg = open_cg(g, big, 4u << 20);
-		OK(gs_cuda_graph_cc(cg, lab, GS_CUDA_GRAPH_BAM, NULL));
-		OK(gs_graph_cc(g, hl.data(), NULL));	/* every page into the fs cache */
-		for (int k = 0; k < 2; k++) {
-			double t_gpu = 0, t_cpu = 0;
-			uint64_t rd = 0, rows = 0;
-
-			for (int b = -1; b < batches; b++) {	/* b -1: warm-up, not counted */
-				struct gs_graph_sample s;
-				double t1;
-
-				for (auto &sd : seeds)
-					sd = xs(&x) % nv;
-				row_begin("sample warm", cg);
-				OK(gs_cuda_graph_sample(cg, seeds.data(), 1024, fans[k], 2, 300 + b,
-							&ds, &st));
-				t1 = now_s();
-				OK(gs_graph_sample(g, seeds.data(), 1024, fans[k], 2, 300 + b, &s));
-				if (b >= 0) {
-					t_cpu += now_s() - t1;
-					t_gpu += st.seconds;
-					rd += st.bytes_read;
-					rows += ds.nnodes;
-				}
-				CHECK(!same_sample(&ds, &s), "bench: warm sample %u,%u differs",
-				      fans[k][0], fans[k][1]);
-				gs_graph_sample_free(&s);
-			}
-			printf("RESULT graph_sample_%u_%u_warm_gpu %.2f ms/batch (%.2f x "
-			       "gs_graph_sample's %.2f ms on the CPU; %llu rows/batch, %.1f KiB "
-			       "read/batch; GPU cache %zu MiB holds the graph)\n", fans[k][0],
-			       fans[k][1], t_gpu * 1e3 / batches, t_cpu / t_gpu,
-			       t_cpu * 1e3 / batches, (unsigned long long)(rows / batches),
-			       rd / 1024.0 / batches, big >> 20);
-		}
-		gs_cuda_graph_close(cg);
-		CK(cudaFree(lab));
-	}
+	sampler_rows(g, nv, obj, batches);
 	gs_cuda_graph_sample_free(&ds);
 
 	/* ---- BFS through page caches, 4 KiB misses: the object's and CSR's (capped) */
@@ -998,6 +1114,8 @@ int main(int argc, char **argv)
 		checks();
 	if (!strcmp(what, "bench") || !strcmp(what, "all"))
 		bench(scale);
+	if (!strcmp(what, "sample"))
+		sampler_only(argc > 2 ? scale : 16);
 	gs_q_close(q_);
 	OK(gs_fs_unmount(fs_));
 	unlink(img_);
