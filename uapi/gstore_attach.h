@@ -38,7 +38,8 @@
  *          the GTT of each direction, the vertex maps, the removed vertices,
  *          the extents of the pages in one block space of page_size
  *          blocks).  The layout is a snapshot: after updates, GRAPH again
- *          (on a new connection; the old one's leases end with it).
+ *          on a new connection (one GRAPH per connection, -EBUSY for a
+ *          second; the old connection's leases end with it).
  *
  * Rules: only <linux/types.h> types, explicit reserved fields (must be
  * zero), sizes checked at build time, unknown ops and flags rejected with

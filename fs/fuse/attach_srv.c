@@ -85,6 +85,7 @@ struct client {
 	unsigned nrings;
 	struct srv_open opens[GS_ATT_MAX_OPENS];
 	unsigned nopens;
+	int graph;		/* a GRAPH succeeded: no other on this connection */
 };
 
 struct gs_attach_srv {
@@ -617,6 +618,14 @@ static int op_graph(struct client *c, const char *path, struct reply *r)
 
 	if (!path || !all_zero(q, sizeof(*q)))
 		return -EINVAL;
+	/*
+	 * One per connection: the merge a GRAPH runs may need back the leases
+	 * of an earlier GRAPH's pages, and their recall waits for this
+	 * client's mutex, which this op holds: a second GRAPH would deadlock
+	 * the merge.  A later layout comes on a new connection.
+	 */
+	if (c->graph)
+		return -EBUSY;
 	if (c->nopens + 2 > GS_ATT_MAX_OPENS)
 		return -EMFILE;
 	ret = resolve(fs, &c->cred, path, &st);
@@ -665,6 +674,7 @@ static int op_graph(struct client *c, const char *path, struct reply *r)
 			close(fd);
 		return ret;
 	}
+	c->graph = 1;
 	r->fds[0] = fd;
 	r->close_fd0 = 1;
 	r->nfds = 1;

@@ -543,7 +543,11 @@ static void test_graph(void **state)
 	gs_attach_ring_unmap(&r);
 	gs_attach_graph_unmap(&ag);
 
-	/* refusals */
+	/* refusals: one GRAPH per connection (a merge could wait on our own leases) */
+	assert_int_equal(gs_attach_graph(a, "graph/g", &ag), -EBUSY);
+	assert_int_equal(gs_attach_graph(a, "arrays/a", &ag), -EBUSY);
+	gs_attach_close(a);
+	assert_int_equal(gs_attach_connect(&a, sock), 0);
 	assert_int_equal(gs_attach_graph(a, "arrays/a", &ag), -EINVAL);
 	assert_int_equal(gs_attach_graph(a, "graph", &ag), -EISDIR);
 	assert_int_equal(gs_attach_graph(a, "graph/nope", &ag), -ENOENT);
