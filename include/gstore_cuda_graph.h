@@ -51,8 +51,10 @@
  * does, on the handle that serves the mount), takes the new layout and
  * drops the cached pages; the calls after it read the new graph, equal to
  * the CPU engine's answers at that moment.  No merge may run while kernels
- * read (their pages would change under them); a merge between calls is
- * fine, the next sync picks it up.  A sync that fails leaves the handle on
+ * read (their pages would change under them), and after a merge on the CPU
+ * side the next call must come after a sync: the old layout's pages may
+ * have been rewritten (wrong answers) or taken back from an attached handle
+ * (reads fail: -EIO).  Updates without a merge leave the old layout good.  A sync that fails leaves the handle on
  * its old layout when getting the new one failed, else only good for
  * gs_cuda_graph_close().
  *
