@@ -189,10 +189,12 @@ int gs_graph_layout_get(struct gs_graph *g, unsigned flags, struct gs_graph_layo
 	p->fs = g->fs;
 	pthread_rwlock_rdlock(&g->lock);
 	ret = has_pending(g) ? -EBUSY : layout_fill(g, p);
-	pthread_rwlock_unlock(&g->lock);
-	/* the leases write back the cached pages first: the device has them all */
+	/* the leases write back the cached pages first: the device has them all.
+	 * Under the lock: a merge between the GTT copied above and the extents
+	 * pinned here would leave a table of pages that moved */
 	for (unsigned d = 0; !ret && g->fs && d < p->l.ndirs; d++)
 		ret = layout_extents(p, d);
+	pthread_rwlock_unlock(&g->lock);
 	if (ret) {
 		gs_graph_layout_put(&p->l);
 		return ret;
