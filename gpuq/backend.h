@@ -61,7 +61,8 @@ struct gs_backend_ops {
 	int (*wait_nr)(struct gs_bq *q, unsigned nr, int64_t timeout_us);
 	/* Optional: read on the calling thread, outside every queue (one system
 	 * call where the device allows it); returns len or -errno.  Arguments
-	 * are checked by the caller.  NULL: gs_q_pread_sync() uses the ring. */
+	 * are checked by the caller.  NULL, or -EOPNOTSUPP from it (a wrapper
+	 * over a backend without one): gs_q_pread_sync() uses the ring. */
 	int64_t (*read_sync)(struct gs_bdev *bd, void *buf, size_t len, uint64_t off);
 };
 

@@ -720,6 +720,8 @@ ssize_t gs_q_pread_sync(struct gs_q *q, void *buf, size_t len, uint64_t off)
 	if (!len)
 		return 0;
 	r = q->ops->read_sync(q->bd, buf, len, off);
+	if (r == -EOPNOTSUPP)
+		return gs_q_pread(q, buf, len, off);
 	__atomic_add_fetch(&q->sync_st.reqs, 1, __ATOMIC_RELAXED);
 	if (r < 0)
 		__atomic_add_fetch(&q->sync_st.errors, 1, __ATOMIC_RELAXED);

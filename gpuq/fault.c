@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "gpuq_internal.h"
 
@@ -912,6 +913,41 @@ static int fault_wait(struct gs_bq *q, int64_t timeout_us)
 	return fault_wait_nr(q, 1, timeout_us);
 }
 
+/*
+ * A read on the caller's thread, as the inner backend would do it (the fs's
+ * direct reads: gs_q_pread_sync): the same decision as a queued read
+ * (counted faults, the power-cut cache, the model), the inner read_sync, then
+ * the model's completion time slept on this thread.  Through the queue the
+ * model's wait costs a poller hand-off, a timed poller wake-up and a wake of
+ * the caller per read, which the device it models (uring's read_sync: one
+ * pread) does not have.
+ */
+static int64_t fault_read_sync(struct gs_bdev *bd, void *buf, size_t len, uint64_t off)
+{
+	struct gs_bio b = { .op = GS_OP_READ, .len = (uint32_t)len, .off = off, .buf = buf,
+			    .buf_index = -1 };
+	uint64_t ready = 0;
+	int64_t res = 0;
+	int wb = 0;
+
+	if (!bd->in->read_sync)
+		return -EOPNOTSUPP;
+	if (decide(bd, &b, &res, &wb, &ready) == F_DONE)
+		return res;
+	res = bd->in->read_sync(bd->ibd, buf, len, off);
+	if (res > 0)
+		cache_overlay(bd, &b, (uint64_t)res);
+	if (ready) {
+		struct timespec ts = { .tv_sec = (time_t)(ready / 1000000000ull),
+				       .tv_nsec = (long)(ready % 1000000000ull) };
+
+		/* gs_now_ns's clock; EINTR: sleep the rest */
+		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+			;
+	}
+	return res;
+}
+
 const struct gs_backend_ops gs_backend_fault = {
 	.name = "fault",
 	.open = fault_open,
@@ -925,4 +961,5 @@ const struct gs_backend_ops gs_backend_fault = {
 	.reap = fault_reap,
 	.wait = fault_wait,
 	.wait_nr = fault_wait_nr,
+	.read_sync = fault_read_sync,
 };

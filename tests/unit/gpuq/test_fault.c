@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
+#include <time.h>
 #include <cmocka.h>
 
 #include "gpuq_test.h"
@@ -232,6 +233,58 @@ static void test_powercut(void **state)
 	gs_q_close(q);
 }
 
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * gs_q_pread_sync on a fault queue reads on the caller's thread, as the
+ * backend it wraps does: no poller sees the read (submits stay 0), while the
+ * spec still applies to it: counted failures, the power-cut cache, and the
+ * device model's time (a lower bound only: load can only add to it).
+ */
+static void test_read_sync(void **state)
+{
+	struct gs_q *q = open_fault("model=1000:1:20000", 1);
+	char *w = tq_alloc(BS), *r = tq_alloc(BS);
+	struct gs_q_stats st;
+	uint64_t t0;
+
+	fill(w, 0x5a);
+	assert_int_equal(gs_q_pwrite(q, w, BS, 0), BS);
+	gs_q_get_stats(q, &st);
+	assert_int_equal(st.submits, 1);
+	t0 = mono_ns();
+	assert_int_equal(gs_q_pread_sync(q, r, BS, 0), BS);
+	/* 1 ms of service (1000 IOPS; 4 KiB at 1 MB/s: 4.096 ms) + 20 ms latency */
+	assert_true(mono_ns() - t0 >= 24000000ull);
+	assert_true(all(r, 0, BS, 0x5a));
+	gs_q_get_stats(q, &st);
+	assert_int_equal(st.submits, 1);	/* the read never went through a poller */
+	assert_int_equal(st.reqs, 2);
+
+	assert_int_equal(gs_q_fault(q, "fail=2,op=read"), 0);
+	assert_int_equal(gs_q_pread_sync(q, r, BS, 0), BS);
+	assert_int_equal(gs_q_pread_sync(q, r, BS, 0), -EIO);
+	assert_int_equal(gs_q_pread_sync(q, r, BS, 0), BS);
+
+	/* a write still in the volatile cache is what a direct read sees */
+	assert_int_equal(gs_q_fault(q, "powercut=100"), 0);
+	fill(w, 0x6b);
+	assert_int_equal(gs_q_pwrite(q, w, BS, 0), BS);
+	assert_int_equal(gs_q_pread_sync(q, r, BS, 0), BS);
+	assert_true(all(r, 0, BS, 0x6b));
+	gs_q_get_stats(q, &st);
+	assert_int_equal(st.errors, 1);
+	free(w);
+	free(r);
+	gs_q_close(q);
+}
+
 /* backend "fault:uring" selects the wrapper explicitly */
 static void test_named(void **state)
 {
@@ -256,6 +309,7 @@ int main(void)
 		cmocka_unit_test(test_tear_drop),
 		cmocka_unit_test(test_powercut),
 		cmocka_unit_test(test_named),
+		cmocka_unit_test(test_read_sync),
 	};
 
 	return tq_run(tests, 1);
