@@ -34,50 +34,10 @@
 
 #include "gpuq_internal.h"
 #include "pool.h"
+#include "pool_internal.h"
 #include "gs_log.h"
 #include "crc32c.h"
 #include "gstore_format.h"
-
-#define POOL_MAX_IO	(64u << 20)
-#define LOG_LIMIT	16	/* "no copy left" messages per member */
-
-struct member {
-	struct gs_q *q;		/* NULL: missing */
-	char path[GS_POOL_PATH_MAX + 1];
-	int found;		/* its device holds the pool's member superblock */
-	uint64_t errors;	/* shared: relaxed */
-	uint32_t logged;	/* shared: relaxed */
-};
-
-struct gs_bdev {
-	struct gs_pool_geo geo;
-	struct gs_dpool_member sb;	/* the newest member superblock (bd->lock) */
-	uint32_t layout;
-	uint32_t rdonly;
-	uint64_t failed;		/* shared: bit per failed member */
-	struct gs_q_geom geom;
-	pthread_mutex_t lock;		/* superblock updates, replace */
-	uint64_t rebuild_done, rebuild_total;	/* shared: progress of a replace */
-	/*
-	 * Member queues are swapped (replace) under qlock held for writing;
-	 * everything that sends to them holds it for reading.  Pieces count
-	 * themselves in cnt[epoch parity]: after a swap (epoch + 1) the old
-	 * queue is closed once the old parity's count is 0.
-	 */
-	pthread_rwlock_t qlock;
-	uint32_t epoch;
-	uint64_t cnt[2];		/* shared: pieces in flight per epoch parity */
-	int rebuilding;			/* shared: member being rebuilt, -1: none */
-	struct gs_q *rq;		/* its new device while it is */
-	int rb_err;			/* shared: a write to rq failed */
-	uint64_t rate;			/* shared: rebuild throttle, bytes/s (0: none) */
-	int cancel;			/* shared: close stops a rebuild */
-	/* a rebuild in the background (gs_q_pool_replace_start); lock */
-	int bg;				/* bg_thread is joinable */
-	pthread_t bg_thread;
-	char last[GS_POOL_PATH_MAX + 128];	/* how the last rebuild ended ("": none) */
-	struct member m[GS_POOL_MAX_MEMBERS];
-};
 
 struct pbio;
 
@@ -183,7 +143,7 @@ static void sb_seal(struct gs_dpool_member *sb)
 }
 
 /* Write @sb (with @index) to member @i through its queue: copy, flush, primary, flush. */
-static int sb_write_q(struct gs_q *q, const struct gs_dpool_member *tmpl, uint32_t index)
+int pool_sb_write(struct gs_q *q, const struct gs_dpool_member *tmpl, uint32_t index)
 {
 	struct gs_dpool_member *sb = aligned_alloc(4096, sizeof(*sb));
 	int ret, i;
@@ -203,10 +163,8 @@ static int sb_write_q(struct gs_q *q, const struct gs_dpool_member *tmpl, uint32
 	return ret;
 }
 
-static int is_device_error(int64_t res);
-
 /* Write bd->sb (with the failed set) to every healthy member (bd->lock held). */
-static void sb_update(struct gs_bdev *bd)
+void pool_sb_update(struct gs_bdev *bd)
 {
 	uint64_t failed;
 	uint32_t i;
@@ -224,8 +182,8 @@ static void sb_update(struct gs_bdev *bd)
 
 			if (!bd->m[i].q || (failed >> i & 1))
 				continue;
-			r = sb_write_q(bd->m[i].q, &bd->sb, i);
-			if (!r || !is_device_error(r))
+			r = pool_sb_write(bd->m[i].q, &bd->sb, i);
+			if (!r || !pool_dev_error(r))
 				continue;
 			/* that member failed too: record it on the others (once per member) */
 			gs_err("pool: member %u (%s) failed: cannot write its superblock: %s; the "
@@ -240,24 +198,24 @@ static void sb_update(struct gs_bdev *bd)
 static void sb_persist(struct gs_bdev *bd)
 {
 	if (le64toh(bd->sb.failed) != __atomic_load_n(&bd->failed, __ATOMIC_ACQUIRE))
-		sb_update(bd);
+		pool_sb_update(bd);
 }
 
 /* ---- member state ---- */
 
 /* Errors that say the request, not the device, was wrong. */
-static int is_device_error(int64_t res)
+int pool_dev_error(int64_t res)
 {
 	return res < 0 && res != -EINVAL && res != -EFAULT && res != -ENOMEM && res != -EAGAIN &&
 	       res != -EBADF;
 }
 
-static int member_ok(struct gs_bdev *bd, uint32_t m)
+int pool_member_ok(struct gs_bdev *bd, uint32_t m)
 {
 	return !(__atomic_load_n(&bd->failed, __ATOMIC_ACQUIRE) >> m & 1);
 }
 
-static void member_fail(struct gs_bdev *bd, uint32_t m, int64_t res)
+void pool_member_fail(struct gs_bdev *bd, uint32_t m, int64_t res)
 {
 	uint64_t bit = 1ull << m;
 
@@ -294,7 +252,7 @@ static int layout_of(const char *s, uint32_t *layout)
 	return 0;
 }
 
-static const char *layout_name(uint32_t layout)
+const char *pool_layout_name(uint32_t layout)
 {
 	return layout == GS_POOL_MIRROR ? "mirror" : layout == GS_POOL_STRIPE_MIRROR ?
 	       "stripe+mirror" : "stripe";
@@ -423,6 +381,25 @@ static int check_sb(const struct gs_dpool_member *sb)
 	return 0;
 }
 
+/* The layout before the add under way (the superblock has the one after it). */
+static int reshape_load(struct gs_bdev *bd)
+{
+	const struct gs_dpool_member *sb = &bd->sb;
+	uint64_t pos = le64toh(sb->reshape_pos);
+	int ret;
+
+	if (!le32toh(sb->reshape_from) || le32toh(sb->reshape_from) >= bd->geo.n)
+		return -EUCLEAN;
+	ret = gs_pool_geo_load(&bd->rs_old, le32toh(sb->reshape_from), bd->geo.su,
+			       le32toh(sb->reshape_zone_copies), le32toh(sb->reshape_copies),
+			       bd->geo.zone.lbytes, bd->geo.data.lbytes, le64toh(sb->data_off));
+	if (ret || pos % bd->geo.su || pos > bd->geo.capacity)
+		return -EUCLEAN;
+	bd->rs_pos = pos;
+	bd->rs_active = 1;
+	return 0;
+}
+
 static void pool_free(struct gs_bdev *bd)
 {
 	uint32_t i;
@@ -431,6 +408,7 @@ static void pool_free(struct gs_bdev *bd)
 		gs_q_close(bd->m[i].q);
 	pthread_rwlock_destroy(&bd->qlock);
 	pthread_mutex_destroy(&bd->lock);
+	free(bd->fault);
 	free(bd);
 }
 
@@ -460,6 +438,12 @@ static int pool_open(struct gs_bdev **bdp, const struct gs_q_params *p)
 	}
 	bd->rebuilding = -1;
 	bd->rdonly = !!(p->flags & GS_Q_RDONLY);
+	/* a member added later gets the same faults (the same power domain) */
+	if (fault && *fault && !(fault[0] == 'm' && fault[1] >= '0' && fault[1] <= '9') &&
+	    !(bd->fault = strdup(fault))) {
+		ret = -ENOMEM;
+		goto free_bd;
+	}
 	/* "pool:A:B:C" names the members; plain "pool" starts from the path's hints */
 	buf = strdup(!strncmp(name, "pool:", 5) ? name + 5 : p->path);
 	if (!buf) {
@@ -481,6 +465,8 @@ static int pool_open(struct gs_bdev **bdp, const struct gs_q_params *p)
 	ret = gs_pool_geo_load(&bd->geo, n, le32toh(sb->stripe_unit), le32toh(sb->zone_copies),
 			       le32toh(sb->copies), le64toh(sb->zone_bytes),
 			       le64toh(sb->data_bytes), le64toh(sb->data_off));
+	if (!ret && (le32toh(sb->feature_incompat) & GS_POOL_FEAT_INCOMPAT_RESHAPE))
+		ret = reshape_load(bd);
 	if (ret) {
 		gs_err("pool: member superblock geometry is inconsistent");
 		goto free_buf;
@@ -530,7 +516,7 @@ static int pool_open(struct gs_bdev **bdp, const struct gs_q_params *p)
 			if (bd->failed >> i & 1)
 				gs_err("pool: member %u (%s) is needed: the %s layout has no other "
 				       "copy of its data", i, bd->m[i].path,
-				       layout_name(bd->layout));
+				       pool_layout_name(bd->layout));
 		ret = -ENODEV;
 		goto free_buf;
 	}
@@ -547,7 +533,7 @@ static int pool_open(struct gs_bdev **bdp, const struct gs_q_params *p)
 			st |= GS_POOL_ST_RESYNC;
 		}
 		sb->state = htole32(st | GS_POOL_ST_OPEN);
-		sb_update(bd);
+		pool_sb_update(bd);
 	}
 	bd->geom.lba_size = 512;
 	bd->geom.max_io = POOL_MAX_IO;
@@ -564,6 +550,16 @@ static int pool_open(struct gs_bdev **bdp, const struct gs_q_params *p)
 			ret = -EUCLEAN;
 			goto free_buf;
 		}
+	}
+	if (bd->rs_active && !bd->rdonly) {
+		/* an add was under way: finish it before anything else reads or writes */
+		ret = bd->failed ? -ENODEV : pool_reshape_resume(bd);
+		if (ret == -ENODEV)
+			gs_err("pool: an add of a member is under way and needs every member "
+			       "(a read-only open reads the pool as it is)");
+		if (ret)
+			goto free_buf;
+		n = bd->geo.n;
 	}
 	bd->geom.opt_io = bd->geo.su;
 	bd->geom.nr_devices = n;
@@ -589,7 +585,7 @@ static void pool_close(struct gs_bdev *bd)
 	if (!bd->rdonly) {
 		pthread_mutex_lock(&bd->lock);
 		bd->sb.state = htole32(le32toh(bd->sb.state) & ~GS_POOL_ST_OPEN);
-		sb_update(bd);
+		pool_sb_update(bd);
 		pthread_mutex_unlock(&bd->lock);
 	}
 	pool_free(bd);
@@ -716,8 +712,9 @@ static int send(struct gs_bq *q, struct pbio *pb, struct seg *s, uint32_t k, uin
 static int read_next(struct gs_bq *q, struct pbio *pb, struct seg *s)
 {
 	struct gs_bdev *bd = q->bd;
-	uint32_t copies = gs_pool_copies(&bd->geo, s->off), j, m;
-	uint32_t pref = gs_pool_pref(&bd->geo, s->off);
+	const struct gs_pool_geo *g = pool_geo_at(bd, s->off);
+	uint32_t copies = gs_pool_copies(g, s->off), j, m;
+	uint32_t pref = gs_pool_pref(g, s->off);
 	uint64_t phys;
 
 	for (j = 0; j < copies; j++) {
@@ -727,9 +724,9 @@ static int read_next(struct gs_bq *q, struct pbio *pb, struct seg *s)
 		if (s->tried >> k & 1)
 			continue;
 		s->tried |= 1u << k;
-		gs_pool_locate(&bd->geo, s->off, k, &m, &phys);
+		gs_pool_locate(g, s->off, k, &m, &phys);
 		s->last_member = m;
-		if (!member_ok(bd, m))
+		if (!pool_member_ok(bd, m))
 			continue;
 		if (!send(q, pb, s, k, m, phys, GS_OP_READ, NULL))
 			return 0;
@@ -748,7 +745,7 @@ static void start_write(struct gs_bq *q, struct pbio *pb, struct seg *s)
 	for (k = 0; k < copies; k++) {
 		gs_pool_locate(&bd->geo, s->off, k, &m, &phys);
 		s->last_member = m;
-		if (member_ok(bd, m))
+		if (pool_member_ok(bd, m))
 			send(q, pb, s, k, m, phys, GS_OP_WRITE, NULL);
 		/* a member being rebuilt gets every write too, so its copy stays current */
 		if ((int)m == rb)
@@ -796,9 +793,11 @@ static int pool_submit(struct gs_bq *q, struct gs_bio **ios, unsigned n)
 		struct gs_bio *b = ios[i];
 		struct pbio *pb = b->op == GS_OP_FLUSH ? calloc(1, sizeof(*pb)) : split(bd, b);
 
-		if (!pb) {
+		if (!pb || (bd->rs_active && b->op != GS_OP_READ)) {
+			/* mid-add (an open read-only, or an add that stopped): reads only */
+			free(pb);
 			q->done[q->ndone] = b;
-			q->dres[q->ndone++] = -ENOMEM;
+			q->dres[q->ndone++] = pb ? -EROFS : -ENOMEM;
 			continue;
 		}
 		pb->b = b;
@@ -807,7 +806,7 @@ static int pool_submit(struct gs_bq *q, struct gs_bio **ios, unsigned n)
 			int rb = __atomic_load_n(&bd->rebuilding, __ATOMIC_ACQUIRE);
 
 			for (j = 0; j < bd->geo.n; j++)
-				if (bd->m[j].q && member_ok(bd, j))
+				if (bd->m[j].q && pool_member_ok(bd, j))
 					send(q, pb, NULL, 0, j, 0, GS_OP_FLUSH, NULL);
 			if (rb >= 0)
 				send(q, pb, NULL, 0, (uint32_t)rb, 0, GS_OP_FLUSH, bd->rq);
@@ -845,8 +844,8 @@ static void piece_reaped(struct gs_bq *q, struct piece *pc)
 		res = 0;
 		goto out;
 	}
-	if (res < 0 && is_device_error(res))
-		member_fail(bd, pc->member, res);
+	if (res < 0 && pool_dev_error(res))
+		pool_member_fail(bd, pc->member, res);
 	if (!s) {
 		/* flush: an error matters only if data was lost with the member */
 		if (res < 0 && !gs_pool_redundant(&bd->geo, bd->failed))
@@ -854,10 +853,10 @@ static void piece_reaped(struct gs_bq *q, struct piece *pc)
 	} else if (pc->io.op == GS_OP_WRITE) {
 		if (res >= 0)
 			s->ok++;
-		else if (res < 0 && !is_device_error(res))
+		else if (res < 0 && !pool_dev_error(res))
 			s->err = (int)res;
 	} else if (res < 0) {
-		if (!is_device_error(res))
+		if (!pool_dev_error(res))
 			s->err = (int)res;
 		else if (read_next(q, pb, s)) {
 			s->err = (int)res;
@@ -944,22 +943,23 @@ static int64_t pool_read_sync(struct gs_bdev *bd, void *buf, size_t len, uint64_
 /* One segment (within a stripe unit) from its first healthy copy, on this thread. */
 static int64_t read_seg_sync(struct gs_bdev *bd, char *buf, uint32_t sl, uint64_t o)
 {
-	uint32_t copies = gs_pool_copies(&bd->geo, o), k, m = 0;
-	uint32_t pref = gs_pool_pref(&bd->geo, o);
+	const struct gs_pool_geo *g = pool_geo_at(bd, o);
+	uint32_t copies = gs_pool_copies(g, o), k, m = 0;
+	uint32_t pref = gs_pool_pref(g, o);
 	uint64_t phys;
 	ssize_t r = -EIO;
 
 	for (k = 0; k < copies && r != sl; k++) {
-		gs_pool_locate(&bd->geo, o, (pref + k) % copies, &m, &phys);
-		if (!member_ok(bd, m))
+		gs_pool_locate(g, o, (pref + k) % copies, &m, &phys);
+		if (!pool_member_ok(bd, m))
 			continue;
 		r = gs_q_pread_sync(bd->m[m].q, buf, sl, phys);
 		if (r >= 0 && r != sl)
 			r = -EIO;
-		if (r < 0 && !is_device_error(r))
+		if (r < 0 && !pool_dev_error(r))
 			return r;
 		if (r < 0)
-			member_fail(bd, m, r);
+			pool_member_fail(bd, m, r);
 	}
 	if (r != sl) {
 		log_lost(bd, m, o);
@@ -1001,13 +1001,14 @@ static void sync_piece_done(struct gs_q_io *io, int64_t res)
 static void sync_prep(struct gs_bdev *bd, struct sync_piece *sp, uint64_t loff, uint32_t len,
 		      void *buf)
 {
-	uint32_t copies = gs_pool_copies(&bd->geo, loff), pref = gs_pool_pref(&bd->geo, loff);
+	const struct gs_pool_geo *g = pool_geo_at(bd, loff);
+	uint32_t copies = gs_pool_copies(g, loff), pref = gs_pool_pref(g, loff);
 	uint32_t m = 0, k;
 	uint64_t phys = 0;
 
 	for (k = 0; k < copies; k++) {
-		gs_pool_locate(&bd->geo, loff, (pref + k) % copies, &m, &phys);
-		if (member_ok(bd, m))
+		gs_pool_locate(g, loff, (pref + k) % copies, &m, &phys);
+		if (pool_member_ok(bd, m))
 			break;
 	}
 	*sp = (struct sync_piece){
@@ -1058,8 +1059,8 @@ static int sync_fanout(struct gs_bdev *bd, struct sync_piece *sp, unsigned n)
 
 		if (sp[i].res == (int64_t)sp[i].io.len)
 			continue;
-		if (sp[i].res < 0 && is_device_error(sp[i].res))
-			member_fail(bd, sp[i].member, sp[i].res);
+		if (sp[i].res < 0 && pool_dev_error(sp[i].res))
+			pool_member_fail(bd, sp[i].member, sp[i].res);
 		r = read_seg_sync(bd, sp[i].io.buf, sp[i].io.len, sp[i].loff);
 		if (r < 0)
 			return (int)r;
@@ -1141,14 +1142,14 @@ int gs_pool_fault(struct gs_bdev *bd, const char *spec)
 
 /* ---- administration ---- */
 
-static struct gs_bdev *pool_of(struct gs_q *q)
+struct gs_bdev *pool_bd_of(struct gs_q *q)
 {
 	return q && q->ops == &gs_backend_pool ? q->bd : NULL;
 }
 
 int gs_q_pool_info(struct gs_q *q, char *buf, size_t size)
 {
-	struct gs_bdev *bd = pool_of(q);
+	struct gs_bdev *bd = pool_bd_of(q);
 	char uuid[40], last[sizeof(bd->last)];
 	uint64_t failed;
 	size_t n = 0;
@@ -1172,10 +1173,14 @@ int gs_q_pool_info(struct gs_q *q, char *buf, size_t size)
 		n += (size_t)r;						\
 	} while (0)
 	OUT("pool_uuid: %s\npool_layout: %s\npool_members: %u\npool_stripe_unit: %u\n"
-	    "pool_state: %s\npool_failed: %u\npool_resync: %s\n", uuid, layout_name(bd->layout),
+	    "pool_state: %s\npool_failed: %u\npool_resync: %s\n", uuid, pool_layout_name(bd->layout),
 	    bd->geo.n, bd->geo.su, failed ? "degraded" : "ok",
 	    (unsigned)__builtin_popcountll(failed),
 	    le32toh(bd->sb.state) & GS_POOL_ST_RESYNC ? "needed" : "no");
+	if (bd->rs_active)
+		OUT("pool_add: member %u %llu/%llu (stopped half-way: a read-write open "
+		    "finishes it)\n", bd->rs_old.n, (unsigned long long)bd->rs_pos,
+		    (unsigned long long)bd->geo.capacity);
 	rbm = __atomic_load_n(&bd->rebuilding, __ATOMIC_ACQUIRE);
 	if (rbm >= 0)
 		OUT("pool_rebuild: member %d %llu/%llu\n", rbm,
@@ -1196,7 +1201,7 @@ int gs_q_pool_info(struct gs_q *q, char *buf, size_t size)
 	return (int)n;
 }
 
-static int same_file(const char *a, const char *b)
+int pool_same_file(const char *a, const char *b)
 {
 	struct stat sa, sb;
 
@@ -1211,20 +1216,20 @@ static int same_file(const char *a, const char *b)
 
 int gs_q_pool_member(struct gs_q *q, const char *path)
 {
-	struct gs_bdev *bd = pool_of(q);
+	struct gs_bdev *bd = pool_bd_of(q);
 	uint32_t i;
 
 	if (!bd)
 		return -EINVAL;
 	for (i = 0; i < bd->geo.n; i++)
-		if (same_file(bd->m[i].path, path))
+		if (pool_same_file(bd->m[i].path, path))
 			return (int)i;
 	if (strspn(path, "0123456789") == strlen(path) && *path && (uint32_t)atoi(path) < bd->geo.n)
 		return atoi(path);
 	return -ENOENT;
 }
 
-static void uuid_gen(uint8_t u[16])
+void pool_uuid_gen(uint8_t u[16])
 {
 	int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
 	struct timespec ts;
@@ -1240,15 +1245,13 @@ static void uuid_gen(uint8_t u[16])
 	u[8] = (u[8] & 0x3f) | 0x80;
 }
 
-static int open_plain(const char *path, uint32_t flags, struct gs_q **q);
-
 static int member_size(const char *path, uint32_t flags, uint64_t *size)
 {
 	struct gs_q_geom g;
 	struct gs_q *q;
 	int ret;
 
-	ret = open_plain(path, flags, &q);
+	ret = pool_open_plain(path, flags, &q);
 	if (ret) {
 		gs_err("pool: %s: %s", path, strerror(-ret));
 		return ret;
@@ -1260,7 +1263,7 @@ static int member_size(const char *path, uint32_t flags, uint64_t *size)
 }
 
 /* Open @path as a single device, never as a pool (it may hold a member superblock). */
-static int open_plain(const char *path, uint32_t flags, struct gs_q **q)
+int pool_open_plain(const char *path, uint32_t flags, struct gs_q **q)
 {
 	struct gs_q_params plain = { .path = path };
 	struct gs_q_params p = { .path = path, .flags = flags };
@@ -1293,7 +1296,7 @@ int gs_pool_create(const char *const *paths, unsigned n, const struct gs_pool_op
 		return -EINVAL;
 	for (i = 0; i < n; i++) {
 		for (uint32_t j = 0; j < i; j++)
-			if (same_file(paths[i], paths[j])) {
+			if (pool_same_file(paths[i], paths[j])) {
 				gs_err("pool: %s is named twice", paths[i]);
 				return -EINVAL;
 			}
@@ -1340,19 +1343,19 @@ int gs_pool_create(const char *const *paths, unsigned n, const struct gs_pool_op
 	sb.member_bytes = htole64(geo.member_bytes);
 	sb.events = htole64(1);
 	sb.ctime = htole64((uint64_t)time(NULL));
-	uuid_gen(sb.pool_uuid);
+	pool_uuid_gen(sb.pool_uuid);
 	for (i = 0; i < n; i++)
 		snprintf(sb.paths[i], GS_POOL_PATH_MAX, "%s", paths[i]);
 	for (i = 0; i < n && !ret; i++) {
 		struct gs_q *q;
 
-		ret = open_plain(paths[i], o->flags, &q);
+		ret = pool_open_plain(paths[i], o->flags, &q);
 		if (ret) {
 			gs_err("pool: %s: %s", paths[i], strerror(-ret));
 			break;
 		}
-		uuid_gen(sb.member_uuid);
-		ret = sb_write_q(q, &sb, i);
+		pool_uuid_gen(sb.member_uuid);
+		ret = pool_sb_write(q, &sb, i);
 		gs_q_close(q);
 		if (ret)
 			gs_err("pool: %s: writing the member superblock: %s", paths[i],
@@ -1361,7 +1364,7 @@ int gs_pool_create(const char *const *paths, unsigned n, const struct gs_pool_op
 	return ret;
 }
 
-static void progress_add(struct gs_bdev *bd, uint64_t n, gs_pool_progress fn, void *arg)
+void pool_progress_add(struct gs_bdev *bd, uint64_t n, gs_pool_progress fn, void *arg)
 {
 	uint64_t d = __atomic_add_fetch(&bd->rebuild_done, n, __ATOMIC_RELAXED);
 
@@ -1372,7 +1375,7 @@ static void progress_add(struct gs_bdev *bd, uint64_t n, gs_pool_progress fn, vo
 #define REBUILD_BATCH	16	/* stripe units copied per stop of the pool's I/O (at most) */
 #define THROTTLE_NAP_NS	50000000ll	/* a throttled rebuild looks at rate and cancel this often */
 
-static int64_t now_ns(void)
+int64_t pool_now_ns(void)
 {
 	struct timespec ts;
 
@@ -1386,7 +1389,7 @@ static int64_t now_ns(void)
  * a change (gs_q_pool_throttle) takes effect during a long wait too.
  * -ECANCELED once the pool closes.
  */
-static int throttle(struct gs_bdev *bd, int64_t t0, uint64_t bytes)
+int pool_throttle(struct gs_bdev *bd, int64_t t0, uint64_t bytes)
 {
 	for (;;) {
 		uint64_t rate = __atomic_load_n(&bd->rate, __ATOMIC_RELAXED);
@@ -1397,7 +1400,7 @@ static int throttle(struct gs_bdev *bd, int64_t t0, uint64_t bytes)
 			return -ECANCELED;
 		if (!rate)
 			return 0;
-		left = t0 + (int64_t)(bytes * 1000000000.0 / (double)rate) - now_ns();
+		left = t0 + (int64_t)(bytes * 1000000000.0 / (double)rate) - pool_now_ns();
 		if (left <= 0)
 			return 0;
 		if (left > THROTTLE_NAP_NS)
@@ -1409,7 +1412,7 @@ static int throttle(struct gs_bdev *bd, int64_t t0, uint64_t bytes)
 }
 
 /* With qlock held for writing: wait until no piece sent before is in a member queue. */
-static void quiesce(struct gs_bdev *bd)
+void pool_quiesce(struct gs_bdev *bd)
 {
 	uint32_t ep = bd->epoch & 1;
 
@@ -1435,10 +1438,10 @@ static int rebuild_rows(struct gs_bdev *bd, unsigned index, struct gs_q *nq, cha
 	ssize_t r = -EIO;
 	unsigned n = 0;
 
-	if (member_ok(bd, index) && bd->m[index].q) {
+	if (pool_member_ok(bd, index) && bd->m[index].q) {
 		r = gs_q_pread_sync(bd->m[index].q, buf, len, phys);
-		if (r < 0 && is_device_error(r))
-			member_fail(bd, index, r);
+		if (r < 0 && pool_dev_error(r))
+			pool_member_fail(bd, index, r);
 	}
 	if (r != (ssize_t)len) {
 		for (unsigned b = 0; b < nb; b++) {
@@ -1482,7 +1485,7 @@ struct rebuild {
 static int rebuild_prepare(struct gs_q *q, unsigned index, const char *newpath,
 			   struct rebuild **rbp)
 {
-	struct gs_bdev *bd = pool_of(q);
+	struct gs_bdev *bd = pool_bd_of(q);
 	struct rebuild *rb;
 	struct gs_q_geom g;
 	uint64_t failed;
@@ -1492,6 +1495,8 @@ static int rebuild_prepare(struct gs_q *q, unsigned index, const char *newpath,
 		return -EINVAL;
 	if (bd->rdonly)
 		return -EROFS;
+	if (bd->rs_active)
+		return -EBUSY;	/* an add stopped half-way: a read-write open finishes it */
 	failed = __atomic_load_n(&bd->failed, __ATOMIC_ACQUIRE);
 	if ((failed >> index & 1) && !gs_pool_redundant(&bd->geo, failed)) {
 		gs_err("pool: member %u (%s) held the only copy of data: nothing to rebuild from",
@@ -1504,7 +1509,7 @@ static int rebuild_prepare(struct gs_q *q, unsigned index, const char *newpath,
 	rb->bd = bd;
 	rb->index = index;
 	snprintf(rb->path, sizeof(rb->path), "%s", newpath);
-	ret = open_plain(newpath, q->flags & GS_Q_BUFFERED, &rb->nq);
+	ret = pool_open_plain(newpath, q->flags & GS_Q_BUFFERED, &rb->nq);
 	if (!ret)
 		ret = gs_q_geometry(rb->nq, &g);
 	if (!ret && g.capacity < bd->geo.member_bytes) {
@@ -1566,7 +1571,7 @@ static int rebuild_run(struct rebuild *rb, gs_pool_progress progress, void *arg)
 
 		for (uint64_t row = 0; row < ar->rows && !ret; row += rb->per) {
 			unsigned nb = row + rb->per <= ar->rows ? rb->per : (unsigned)(ar->rows - row);
-			int64_t t0 = now_ns();
+			int64_t t0 = pool_now_ns();
 
 			if (__atomic_load_n(&bd->cancel, __ATOMIC_ACQUIRE)) {
 				ret = -ECANCELED;
@@ -1578,18 +1583,18 @@ static int rebuild_run(struct rebuild *rb, gs_pool_progress progress, void *arg)
 			 * land on the new device before the copy's older bytes.
 			 */
 			pthread_rwlock_wrlock(&bd->qlock);
-			quiesce(bd);
+			pool_quiesce(bd);
 			ret = rebuild_rows(bd, index, nq, rb->buf, ar->pbase + row * bd->geo.su, nb);
 			pthread_rwlock_unlock(&bd->qlock);
-			progress_add(bd, (uint64_t)nb * bd->geo.su, progress, arg);
+			pool_progress_add(bd, (uint64_t)nb * bd->geo.su, progress, arg);
 			if (!ret)
-				ret = throttle(bd, t0, (uint64_t)nb * bd->geo.su);
+				ret = pool_throttle(bd, t0, (uint64_t)nb * bd->geo.su);
 		}
 	}
 	if (!ret)
 		ret = gs_q_flush(nq);
 	pthread_rwlock_wrlock(&bd->qlock);
-	quiesce(bd);	/* every write to nq has completed: rb_err is final */
+	pool_quiesce(bd);	/* every write to nq has completed: rb_err is final */
 	if (!ret)
 		ret = __atomic_load_n(&bd->rb_err, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&bd->lock);
@@ -1598,9 +1603,9 @@ static int rebuild_run(struct rebuild *rb, gs_pool_progress progress, void *arg)
 
 		snprintf(bd->sb.paths[index], GS_POOL_PATH_MAX, "%s", rb->path);
 		snprintf(bd->m[index].path, sizeof(bd->m[index].path), "%s", rb->path);
-		uuid_gen(bd->sb.member_uuid);
+		pool_uuid_gen(bd->sb.member_uuid);
 		/* the new device first gets its superblock, then the member's place */
-		ret = sb_write_q(nq, &bd->sb, index);
+		ret = pool_sb_write(nq, &bd->sb, index);
 		if (!ret) {
 			bd->m[index].q = nq;
 			bd->m[index].found = 1;
@@ -1665,7 +1670,7 @@ static void bg_join(struct gs_bdev *bd)
 
 int gs_q_pool_replace_start(struct gs_q *q, unsigned index, const char *newpath)
 {
-	struct gs_bdev *bd = pool_of(q);
+	struct gs_bdev *bd = pool_bd_of(q);
 	struct rebuild *rb;
 	int ret;
 
@@ -1690,7 +1695,7 @@ int gs_q_pool_replace_start(struct gs_q *q, unsigned index, const char *newpath)
 
 int gs_q_pool_throttle(struct gs_q *q, uint64_t bytes_per_s)
 {
-	struct gs_bdev *bd = pool_of(q);
+	struct gs_bdev *bd = pool_bd_of(q);
 
 	if (!bd)
 		return -EINVAL;
@@ -1700,7 +1705,7 @@ int gs_q_pool_throttle(struct gs_q *q, uint64_t bytes_per_s)
 
 int64_t gs_q_pool_verify(struct gs_q *q, unsigned flags, gs_pool_progress progress, void *arg)
 {
-	struct gs_bdev *bd = pool_of(q);
+	struct gs_bdev *bd = pool_bd_of(q);
 	const struct gs_pool_area *areas[2];
 	char *a0 = NULL, *ak = NULL;
 	uint64_t total, done = 0;
@@ -1709,6 +1714,8 @@ int64_t gs_q_pool_verify(struct gs_q *q, unsigned flags, gs_pool_progress progre
 
 	if (!bd)
 		return -EINVAL;
+	if (bd->rs_active)
+		return -EBUSY;	/* copies are compared in one layout */
 	areas[0] = &bd->geo.zone;
 	areas[1] = &bd->geo.data;
 	total = bd->geo.capacity;
@@ -1732,11 +1739,11 @@ int64_t gs_q_pool_verify(struct gs_q *q, unsigned flags, gs_pool_progress progre
 				ssize_t r;
 
 				gs_pool_locate(&bd->geo, off, k, &m, &phys);
-				if (!member_ok(bd, m))
+				if (!pool_member_ok(bd, m))
 					continue;
 				r = gs_q_pread_sync(bd->m[m].q, dst, bd->geo.su, phys);
 				if (r != (ssize_t)bd->geo.su) {
-					member_fail(bd, m, r < 0 ? r : -EIO);
+					pool_member_fail(bd, m, r < 0 ? r : -EIO);
 					continue;
 				}
 				if (have++ && memcmp(a0, ak, bd->geo.su)) {
@@ -1750,7 +1757,7 @@ int64_t gs_q_pool_verify(struct gs_q *q, unsigned flags, gs_pool_progress progre
 					/* resync: the first healthy copy wins */
 					r = gs_q_pwrite(bd->m[m].q, a0, bd->geo.su, phys);
 					if (r != (ssize_t)bd->geo.su) {
-						member_fail(bd, m, r < 0 ? r : -EIO);
+						pool_member_fail(bd, m, r < 0 ? r : -EIO);
 						continue;
 					}
 				}
@@ -1766,7 +1773,7 @@ int64_t gs_q_pool_verify(struct gs_q *q, unsigned flags, gs_pool_progress progre
 		if (!bad || gs_q_flush(q) == 0) {
 			pthread_mutex_lock(&bd->lock);
 			bd->sb.state = htole32(le32toh(bd->sb.state) & ~GS_POOL_ST_RESYNC);
-			sb_update(bd);
+			pool_sb_update(bd);
 			pthread_mutex_unlock(&bd->lock);
 		}
 	}

@@ -38,6 +38,9 @@ struct gs_pool_geo {
  */
 int gs_pool_geo_init(struct gs_pool_geo *g, uint32_t layout, uint32_t n, uint32_t su,
 		     uint64_t zone_bytes, uint64_t data_off, uint64_t member_bytes);
+/* Zone and data copies of @layout (GS_POOL_*) over @n members; 0 or -EINVAL. */
+int gs_pool_layout_copies(uint32_t layout, uint32_t n, uint32_t *zone_copies,
+			  uint32_t *copies);
 /* Same from the member superblock's numbers (data_bytes as recorded). */
 int gs_pool_geo_load(struct gs_pool_geo *g, uint32_t n, uint32_t su, uint32_t zone_copies,
 		     uint32_t copies, uint64_t zone_bytes, uint64_t data_bytes, uint64_t data_off);
@@ -53,6 +56,16 @@ void gs_pool_locate(const struct gs_pool_geo *g, uint64_t off, uint32_t k, uint3
 		    uint64_t *phys);
 /* The logical byte stored at member @m byte @phys, or -1 (ENOENT) if unused. */
 int gs_pool_reverse(const struct gs_pool_geo *g, uint32_t m, uint64_t phys, uint64_t *off);
+/*
+ * Adding a member: the logical chunk (stripe-unit index over zone and data)
+ * whose copy under @old sits where copy @k of chunk @c goes under @new (same
+ * stripe unit, zone and data bytes; @new has the members of @old plus at least
+ * one), or -1 when that place holds nothing under @old (a new member's, an
+ * unused slot).  Never more than @c: so a restripe in increasing chunk order
+ * only overwrites chunks it has already moved (gpuq/pool_add.c).
+ */
+int64_t gs_pool_add_occupant(const struct gs_pool_geo *old, const struct gs_pool_geo *new,
+			     uint64_t c, uint32_t k);
 /* 1 if every chunk keeps a copy on a member not in @failed (bit per member). */
 int gs_pool_redundant(const struct gs_pool_geo *g, uint64_t failed);
 

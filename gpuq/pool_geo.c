@@ -21,7 +21,7 @@ static void area_set(struct gs_pool_area *a, uint32_t n, uint32_t su, uint64_t l
 	a->rows = div_up(lbytes / su * copies, n);
 }
 
-static int layout_copies(uint32_t layout, uint32_t n, uint32_t *zc, uint32_t *dc)
+int gs_pool_layout_copies(uint32_t layout, uint32_t n, uint32_t *zc, uint32_t *dc)
 {
 	uint32_t two = n < 2 ? n : 2;
 
@@ -64,7 +64,7 @@ int gs_pool_geo_init(struct gs_pool_geo *g, uint32_t layout, uint32_t n, uint32_
 	uint64_t zrows, rows, chunks;
 	int ret;
 
-	if (!su || layout_copies(layout, n, &zc, &dc))
+	if (!su || gs_pool_layout_copies(layout, n, &zc, &dc))
 		return -EINVAL;
 	zone_bytes = div_up(zone_bytes, su) * su;
 	ret = gs_pool_geo_load(g, n, su, zc, dc, zone_bytes, 0, data_off);
@@ -139,6 +139,18 @@ int gs_pool_reverse(const struct gs_pool_geo *g, uint32_t m, uint64_t phys, uint
 		return -ENOENT;
 	*off = a->lstart + c * g->su + (phys - a->pbase) % g->su;
 	return 0;
+}
+
+int64_t gs_pool_add_occupant(const struct gs_pool_geo *old, const struct gs_pool_geo *new,
+			     uint64_t c, uint32_t k)
+{
+	uint64_t off = c * new->su, phys, loff;
+	uint32_t m;
+
+	gs_pool_locate(new, off, k, &m, &phys);
+	if (m >= old->n || gs_pool_reverse(old, m, phys, &loff))
+		return -1;
+	return (int64_t)(loff / old->su);
 }
 
 static int area_redundant(const struct gs_pool_geo *g, const struct gs_pool_area *a,

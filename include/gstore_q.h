@@ -255,6 +255,11 @@ int gs_q_pool_replace(struct gs_q *q, unsigned index, const char *newpath,
 int gs_q_pool_replace_start(struct gs_q *q, unsigned index, const char *newpath);
 /* Limit rebuilds (running or later) to @bytes_per_s copied per second (0: no limit). */
 int gs_q_pool_throttle(struct gs_q *q, uint64_t bytes_per_s);
+/* Add @newpath as a member: every stripe unit is moved to its place over one member
+ * more (a restripe, crash-safe: a read-write open finishes one that stopped), with
+ * @progress and the throttle; the logical size stays.  Only with no other I/O on @q:
+ * 0 or -errno (-EBUSY: degraded, rebuilding; -ENOSPC: @newpath too small). */
+int gs_q_pool_add(struct gs_q *q, const char *newpath, gs_pool_progress progress, void *arg);
 /* Compare every copy of every mirrored stripe unit byte for byte; returns
  * the number of units whose copies differ (>= 0) or -errno.  GS_POOL_REPAIR
  * (a queue opened for writing): copy the first healthy copy over the others

@@ -345,7 +345,12 @@ enum {
 
 /* gs_dpool_member.feature_incompat: an unknown bit refuses the pool */
 #define GS_POOL_FEAT_INCOMPAT_ZONE	(1u << 0)	/* mirrored zone (always set) */
-#define GS_POOL_FEAT_INCOMPAT_SUPP	GS_POOL_FEAT_INCOMPAT_ZONE
+/* A member is being added (gstore pool add): logical bytes below reshape_pos
+ * are laid out over nmembers, the rest still over reshape_from members with
+ * the reshape_* copies.  Set on every member before the first byte moves,
+ * cleared when the last has; older code must not read such a pool. */
+#define GS_POOL_FEAT_INCOMPAT_RESHAPE	(1u << 1)
+#define GS_POOL_FEAT_INCOMPAT_SUPP	(GS_POOL_FEAT_INCOMPAT_ZONE | GS_POOL_FEAT_INCOMPAT_RESHAPE)
 
 struct gs_dpool_member {
 	__le64 magic;
@@ -368,7 +373,13 @@ struct gs_dpool_member {
 	__le64 ctime;			/* seconds since the epoch */
 	__u8 pool_uuid[16];		/* the same on every member */
 	__u8 member_uuid[16];		/* this member's own */
-	__le64 rsvd[39];
+	/* an add in progress (GS_POOL_FEAT_INCOMPAT_RESHAPE), else 0 */
+	__le32 reshape_from;		/* members before the add */
+	__le32 reshape_copies;		/* data area copies before the add */
+	__le32 reshape_zone_copies;	/* zone copies before the add */
+	__le32 rsvd0;
+	__le64 reshape_pos;		/* logical bytes already in the new layout */
+	__le64 rsvd[36];
 	/* where each member was at mkfs/replace (hints; devices= overrides) */
 	char paths[GS_POOL_MAX_MEMBERS][GS_POOL_PATH_MAX];
 };

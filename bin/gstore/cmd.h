@@ -33,8 +33,9 @@
 	X(nd, "nd create|info|import|export NAME [FILE|OUT] [--image IMG | --mount MNT] [--shape S --dtype T] [--bb B] [--raw] [--npy] [--slice A:B,...] [--as SHAPE]", \
 	  "N-D spaces nd/NAME: create, show, import/export .npy or raw")	\
 	X(pool, "pool status DEV|MOUNTPOINT [--devices D1:D2:...]\n"		\
-	  "       gstore pool replace OLD NEW [DEV|MOUNTPOINT] [--rate BYTES/s] [--devices D1:D2:...]", \
-	  "show a pool's members and state; rebuild a member onto a new device (mounted or not)") \
+	  "       gstore pool replace OLD NEW [DEV|MOUNTPOINT] [--rate BYTES/s] [--devices D1:D2:...]\n" \
+	  "       gstore pool add POOL NEWDEV [--rate BYTES/s] [--devices D1:D2:...]", \
+	  "show a pool's members and state; rebuild a member onto a new device (mounted or not); add a member (restripe, unmounted)") \
 	X(nvme, "nvme list | bind PCI | unbind PCI | info /dev/gstore-nvmeN|PCI", \
 	  "hand NVMe controllers to gstore_nvme.ko and back; show what it reports")
 

@@ -443,6 +443,51 @@ static int replace(const char *old, const char *new, const char *dev, const char
 	return 0;
 }
 
+/*
+ * Add @new to the pool of @dev (a member, or --devices): the restripe runs
+ * here, on the unmounted pool (gs_q_pool_add).  An add that stops (kill,
+ * crash, an error) is finished by the next read-write open: this command,
+ * a mount or fsck -y.
+ */
+static int add(const char *dev, const char *new, const char *devices, uint64_t rate,
+	       int set_rate)
+{
+	char info[8192], *mnt;
+	struct stat st;
+	struct prog pr;
+	struct gs_q *q;
+	int ret;
+
+	mnt = stat(dev, &st) == 0 && S_ISDIR(st.st_mode) ? strdup(dev) : gs_find_mount(dev);
+	if (mnt) {
+		ret = gs_fail(1, "%s is mounted (%s): unmount it first; adding a member "
+			      "restripes the whole pool offline", dev, mnt);
+		free(mnt);
+		return ret;
+	}
+	ret = open_pool(dev, devices, 0, &q);
+	if (ret == -ENOTBLK)
+		return gs_fail(1, "%s is not a pool member; name a member with POOL or --devices",
+			       dev);
+	if (ret)
+		return gs_fail(1, "%s: cannot open the pool: %s", dev, strerror(-ret));
+	if (set_rate)
+		gs_q_pool_throttle(q, rate);
+	prog_start(&pr, "restripe");
+	ret = gs_q_pool_add(q, new, show_progress, &pr);
+	gs_progress_end(&pr.pr);
+	if (!ret)
+		gs_q_pool_info(q, info, sizeof(info));
+	gs_q_close(q);
+	if (ret)
+		return gs_fail(1, "adding %s: %s", new,
+			       ret == -EBUSY ? "the pool is degraded, rebuilding or mid-add "
+			       "(gstore pool status)" : strerror(-ret));
+	printf("%s added; the pool is restriped over all its members\n", new);
+	fputs(info, stdout);
+	return 0;
+}
+
 int cmd_pool(int argc, char **argv)
 {
 	static const struct option lo[] = {
@@ -476,6 +521,8 @@ int cmd_pool(int argc, char **argv)
 	argv += optind;
 	if (argc == 2 && !strcmp(argv[0], "status"))
 		return status(argv[1], devices);
+	if (argc == 3 && !strcmp(argv[0], "add"))
+		return add(argv[1], argv[2], devices, rate, set_rate);
 	if ((argc == 3 || argc == 4) && !strcmp(argv[0], "replace"))
 		return replace(argv[1], argv[2], argc == 4 ? argv[3] : argv[1], devices, rate,
 			       set_rate);
