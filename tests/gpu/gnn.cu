@@ -871,6 +871,7 @@ static int cmd_loadall(int argc, char **argv)
 static int tier_flags = O_DIRECT;	/* a mounted file's tier: buffered reads through FUSE */
 
 static uint64_t check_cache_mib;	/* GPU cache for the next check_case() */
+static int check_rings;			/* the next check_case() must use 2 rings or more */
 
 /*
  * The bytes the checks read: all of a table of gnn's own; of a mounted
@@ -942,10 +943,12 @@ static int check_case(const char *path, struct gs_cuda *c, uint64_t rb, uint64_t
 	struct gs_cuda_gather_stats st;
 
 	OK(gs_cuda_gather_stats(g, &st));
-	/* the reads spread over the rings (each warp's SM's), not all on the first:
-	 * a piece here issues from 2 or more blocks of 128 threads (1 MiB halves),
-	 * which the GPU puts on different SMs */
-	int one_ring = st.rings > 1 && st.requests >= 1000 && st.rings_used < 2;
+	/* the reads spread over the rings (each warp's SM's), not all on the first
+	 * (check_rings: a case whose one piece issues from 24 blocks of 128
+	 * threads, which an idle GPU spreads over SMs; at most 17 of an H100's
+	 * 132 SMs share a ring of 8; the small-region cases' pieces issue from 2
+	 * blocks, which may share one) */
+	int one_ring = check_rings && st.rings > 1 && st.rings_used < 2;
 
 	printf("%s check rb %llu base %llu tier %llu MiB cache %llu MiB%s: %llu rows (%llu pieces "
 	       "of <= %llu), %llu blocks, %llu cache hits, %llu requests on %u of %u rings, %llu "
@@ -1033,6 +1036,17 @@ static int cmd_check(int argc, char **argv)
 	fail |= check_case(path, c, 400, 0, 0, 3000, 0, 65536);
 	fail |= check_case(path, c, 6000, 0, 8, 700, 0, 16384);	/* with a tier too */
 	check_cache_mib = 0;
+	if (q) {
+		/* 3000 rows in one piece (64 MiB region): its reads on several rings */
+		struct gs_cuda *c2;
+
+		OK(gs_cuda_open(&c2, q, NULL));
+		check_rings = 1;
+		fail |= check_case(path, c2, 4096, 0, 0, 3000, 0, 0);
+		check_rings = 0;
+		OK(gs_cuda_error(c2));
+		gs_cuda_close(c2);
+	}
 out:
 	OK(gs_cuda_error(c));
 	gs_cuda_close(c);
