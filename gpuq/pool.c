@@ -189,6 +189,8 @@ void pool_sb_update(struct gs_bdev *bd)
 			gs_err("pool: member %u (%s) failed: cannot write its superblock: %s; the "
 			       "pool is degraded", i, bd->m[i].path, strerror(-r));
 			__atomic_fetch_or(&bd->failed, 1ull << i, __ATOMIC_ACQ_REL);
+			/* its superblock is this update's or the one before: data is the same */
+			pool_wib_start(bd, le64toh(bd->sb.events) - 1);
 			again = 1;
 		}
 	} while (again);
@@ -226,6 +228,9 @@ void pool_member_fail(struct gs_bdev *bd, uint32_t m, int64_t res)
 	       strerror((int)-res), gs_pool_redundant(&bd->geo, bd->failed) ? "" :
 	       ", data stored only there is lost");
 	pthread_mutex_lock(&bd->lock);
+	/* from now on writes are logged: the member may come back and resync them only;
+	 * it holds the current superblock (it had every update so far) */
+	pool_wib_start(bd, le64toh(bd->sb.events));
 	sb_persist(bd);
 	pthread_mutex_unlock(&bd->lock);
 }
@@ -409,6 +414,7 @@ static void pool_free(struct gs_bdev *bd)
 	pthread_rwlock_destroy(&bd->qlock);
 	pthread_mutex_destroy(&bd->lock);
 	free(bd->fault);
+	free(bd->wib);
 	free(bd);
 }
 
@@ -523,6 +529,11 @@ static int pool_open(struct gs_bdev **bdp, const struct gs_q_params *p)
 	if (bd->failed)
 		gs_warn("pool: running degraded (%u of %u members)",
 			n - (unsigned)__builtin_popcountll(bd->failed), n);
+	if (pool_wib_load(bd)) {
+		gs_warn("pool: the dirty-region log cannot be read: members that come back "
+			"will be rebuilt whole");
+		bd->sb.wib_since = 0;
+	}
 	if (!bd->rdonly) {
 		uint32_t st = le32toh(sb->state);
 
@@ -533,6 +544,9 @@ static int pool_open(struct gs_bdev **bdp, const struct gs_q_params *p)
 			st |= GS_POOL_ST_RESYNC;
 		}
 		sb->state = htole32(st | GS_POOL_ST_OPEN);
+		/* degraded from the start: log the writes a missing member misses */
+		if (bd->failed)
+			pool_wib_start(bd, le64toh(bd->sb.events));
 		pool_sb_update(bd);
 	}
 	bd->geom.lba_size = 512;
@@ -740,17 +754,26 @@ static void start_write(struct gs_bq *q, struct pbio *pb, struct seg *s)
 	uint32_t copies = gs_pool_copies(&bd->geo, s->off), k, m;
 	uint64_t phys;
 
-	int rb = __atomic_load_n(&bd->rebuilding, __ATOMIC_ACQUIRE);
+	int rb = __atomic_load_n(&bd->rebuilding, __ATOMIC_ACQUIRE), skipped = 0;
 
 	for (k = 0; k < copies; k++) {
 		gs_pool_locate(&bd->geo, s->off, k, &m, &phys);
 		s->last_member = m;
 		if (pool_member_ok(bd, m))
 			send(q, pb, s, k, m, phys, GS_OP_WRITE, NULL);
+		else
+			skipped = 1;
 		/* a member being rebuilt gets every write too, so its copy stays current */
 		if ((int)m == rb)
 			send(q, pb, s, k, m, phys, GS_OP_WRITE, bd->rq);
 	}
+	/*
+	 * A failed member misses this write: logged before it is acknowledged
+	 * (pb->left holds the bio until start_write returns), so the member can
+	 * come back and resync only what it missed.
+	 */
+	if (skipped && pool_wib_mark(bd, s->off, s->len))
+		__atomic_store_n(&bd->wib_bad, 1, __ATOMIC_RELAXED);
 }
 
 static struct pbio *split(struct gs_bdev *bd, struct gs_bio *b)
@@ -844,8 +867,12 @@ static void piece_reaped(struct gs_bq *q, struct piece *pc)
 		res = 0;
 		goto out;
 	}
-	if (res < 0 && pool_dev_error(res))
+	if (res < 0 && pool_dev_error(res)) {
 		pool_member_fail(bd, pc->member, res);
+		/* the member missed this write: logged before the write is acknowledged */
+		if (s && pc->io.op == GS_OP_WRITE && pool_wib_mark(bd, s->off, s->len))
+			__atomic_store_n(&bd->wib_bad, 1, __ATOMIC_RELAXED);
+	}
 	if (!s) {
 		/* flush: an error matters only if data was lost with the member */
 		if (res < 0 && !gs_pool_redundant(&bd->geo, bd->failed))
@@ -1151,7 +1178,7 @@ int gs_q_pool_info(struct gs_q *q, char *buf, size_t size)
 {
 	struct gs_bdev *bd = pool_bd_of(q);
 	char uuid[40], last[sizeof(bd->last)];
-	uint64_t failed;
+	uint64_t failed, dirty;
 	size_t n = 0;
 	uint32_t i;
 	int r, rbm;
@@ -1190,7 +1217,11 @@ int gs_q_pool_info(struct gs_q *q, char *buf, size_t size)
 	    (unsigned long long)__atomic_load_n(&bd->rate, __ATOMIC_RELAXED));
 	pthread_mutex_lock(&bd->lock);
 	memcpy(last, bd->last, sizeof(last));
+	dirty = le64toh(bd->sb.wib_since) ? pool_wib_count(bd) : UINT64_MAX;
 	pthread_mutex_unlock(&bd->lock);
+	if (dirty != UINT64_MAX)
+		OUT("pool_dirty: %llu regions of %llu bytes\n", (unsigned long long)dirty,
+		    1ull << bd->wib_shift);
 	if (last[0])
 		OUT("pool_rebuild_last: %s\n", last);
 	for (i = 0; i < bd->geo.n; i++)
@@ -1474,8 +1505,59 @@ struct rebuild {
 	char *buf;		/* per stripe units */
 	unsigned per;		/* stripe units per batch */
 	int abort;	/* -errno: end at once (the thread could not start) */
+	int partial;	/* the member came back: only the logged regions are copied */
 	char path[GS_POOL_PATH_MAX];	/* checked: shorter */
 };
+
+/*
+ * 1 if @path is member @index come back, no older than the dirty-region log:
+ * everything it missed is in the log (pool_wib.c), so only that is copied.
+ */
+static int came_back(struct gs_bdev *bd, unsigned index, const char *path)
+{
+	struct gs_dpool_member sb;
+	int ok;
+
+	if (!bd->wib || !le64toh(bd->sb.wib_since) ||
+	    __atomic_load_n(&bd->wib_bad, __ATOMIC_RELAXED) || !gs_pool_is_member(path))
+		return 0;
+	/* sb_read logs what it cannot read; here that only means a full rebuild */
+	ok = !sb_read(path, &sb) && !memcmp(sb.pool_uuid, bd->sb.pool_uuid, 16) &&
+	     le32toh(sb.index) == index && le32toh(sb.nmembers) == bd->geo.n &&
+	     le64toh(sb.events) >= le64toh(bd->sb.wib_since);
+	return ok;
+}
+
+/* 1 if any of the @nb stripe units of member @index from member byte @phys is logged. */
+static int rows_dirty(struct gs_bdev *bd, unsigned index, uint64_t phys, unsigned nb)
+{
+	for (unsigned b = 0; b < nb; b++) {
+		uint64_t off;
+
+		if (!gs_pool_reverse(&bd->geo, index, phys + (uint64_t)b * bd->geo.su, &off) &&
+		    pool_wib_dirty(bd, off, bd->geo.su))
+			return 1;
+	}
+	return 0;
+}
+
+/* The bytes a rebuild copies: every row of the member, or the logged ones' batches. */
+static uint64_t rebuild_bytes(struct gs_bdev *bd, const struct rebuild *rb)
+{
+	const struct gs_pool_area *areas[2] = { &bd->geo.zone, &bd->geo.data };
+	uint64_t total = 0;
+
+	for (int a = 0; a < 2; a++)
+		for (uint64_t row = 0; row < areas[a]->rows; row += rb->per) {
+			unsigned nb = row + rb->per <= areas[a]->rows ? rb->per :
+				      (unsigned)(areas[a]->rows - row);
+
+			if (!rb->partial || rows_dirty(bd, rb->index,
+						       areas[a]->pbase + row * bd->geo.su, nb))
+				total += (uint64_t)nb * bd->geo.su;
+		}
+	return total;
+}
 
 /*
  * Check a replace of member @index by @newpath, open the new device and
@@ -1509,6 +1591,7 @@ static int rebuild_prepare(struct gs_q *q, unsigned index, const char *newpath,
 	rb->bd = bd;
 	rb->index = index;
 	snprintf(rb->path, sizeof(rb->path), "%s", newpath);
+	rb->partial = (failed >> index & 1) && came_back(bd, index, newpath);
 	ret = pool_open_plain(newpath, q->flags & GS_Q_BUFFERED, &rb->nq);
 	if (!ret)
 		ret = gs_q_geometry(rb->nq, &g);
@@ -1536,7 +1619,7 @@ static int rebuild_prepare(struct gs_q *q, unsigned index, const char *newpath,
 	}
 	bd->rq = rb->nq;
 	bd->rb_err = 0;
-	bd->rebuild_total = (bd->geo.zone.rows + bd->geo.data.rows) * bd->geo.su;
+	bd->rebuild_total = rebuild_bytes(bd, rb);
 	__atomic_store_n(&bd->rebuild_done, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&bd->rebuilding, (int)index, __ATOMIC_RELEASE);
 	pthread_rwlock_unlock(&bd->qlock);
@@ -1577,6 +1660,9 @@ static int rebuild_run(struct rebuild *rb, gs_pool_progress progress, void *arg)
 				ret = -ECANCELED;
 				break;
 			}
+			/* a member come back holds all but the logged regions already */
+			if (rb->partial && !rows_dirty(bd, index, ar->pbase + row * bd->geo.su, nb))
+				continue;
 			/*
 			 * A batch of rows is copied with every other I/O of the pool
 			 * stopped and drained: a write racing the copy could otherwise
@@ -1611,14 +1697,19 @@ static int rebuild_run(struct rebuild *rb, gs_pool_progress progress, void *arg)
 			bd->m[index].found = 1;
 			nq = old;
 			__atomic_fetch_and(&bd->failed, ~(1ull << index), __ATOMIC_ACQ_REL);
+			/* no member misses anything now: the log starts afresh next time */
+			if (!__atomic_load_n(&bd->failed, __ATOMIC_ACQUIRE)) {
+				pool_wib_clear(bd);
+				__atomic_store_n(&bd->wib_bad, 0, __ATOMIC_RELAXED);
+			}
 			bd->m[index].errors = 0;
 			bd->m[index].logged = 0;
 			bd->sb.failed = htole64(~0ull);	/* force the write */
 			sb_persist(bd);
 		}
 	}
-	snprintf(bd->last, sizeof(bd->last), "member %u -> %s: %s", index, rb->path,
-		 ret ? strerror(-ret) : "ok");
+	snprintf(bd->last, sizeof(bd->last), "member %u -> %s: %s%s", index, rb->path,
+		 ret ? strerror(-ret) : "ok", !ret && rb->partial ? " (logged regions only)" : "");
 	__atomic_store_n(&bd->rebuilding, -1, __ATOMIC_RELEASE);
 	bd->rq = NULL;
 	pthread_mutex_unlock(&bd->lock);

@@ -60,6 +60,10 @@ struct gs_bdev {
 	uint64_t rs_pos;
 	struct gs_pool_geo rs_old;
 	char *fault;			/* the members' fault spec at open (tests), or NULL */
+	/* the dirty-region log (gpuq/pool_wib.c; lock): a bit per 1 << wib_shift bytes */
+	uint8_t *wib;
+	uint32_t wib_shift;
+	int wib_bad;			/* a bit may be missing: no partial resync */
 	struct member m[GS_POOL_MAX_MEMBERS];
 };
 
@@ -82,6 +86,15 @@ void pool_progress_add(struct gs_bdev *bd, uint64_t n, gs_pool_progress fn, void
 int pool_throttle(struct gs_bdev *bd, int64_t t0, uint64_t bytes);
 void pool_quiesce(struct gs_bdev *bd);			/* qlock held for writing */
 int64_t pool_now_ns(void);
+
+/* the dirty-region log (gpuq/pool_wib.c) */
+int pool_wib_load(struct gs_bdev *bd);			/* at open, when in use */
+/* A member failed (bd->lock held): log from now on; @since: the events count it holds. */
+void pool_wib_start(struct gs_bdev *bd, uint64_t since);
+int pool_wib_mark(struct gs_bdev *bd, uint64_t off, uint64_t len);	/* durable */
+int pool_wib_dirty(const struct gs_bdev *bd, uint64_t off, uint64_t len);
+uint64_t pool_wib_count(const struct gs_bdev *bd);
+void pool_wib_clear(struct gs_bdev *bd);		/* bd->lock held */
 
 /* adding a member (gpuq/pool_add.c): resume one in progress at open (not read-only) */
 int pool_reshape_resume(struct gs_bdev *bd);

@@ -330,6 +330,12 @@ _Static_assert(sizeof(struct gs_djcommit) == 64, "gs_djcommit is 64 bytes");
 #define GS_POOL_DATA_OFF	(1u << 20)		/* default data_off */
 #define GS_POOL_MAX_MEMBERS	24u
 #define GS_POOL_PATH_MAX	152u			/* bytes per path hint, NUL padded */
+/* The dirty-region log: a bit per region of logical bytes (region 1 MiB or
+ * more, a power of two, so the bits fit), set on every healthy member before a
+ * write made while a member is failed is acknowledged; a member that comes
+ * back is resynced only where bits are set (gstore pool replace M M). */
+#define GS_POOL_WIB_OFF		(64u << 10)		/* member byte of the bitmap */
+#define GS_POOL_WIB_SIZE	(64u << 10)		/* its bytes (bit i: region i) */
 
 /* gs_dpool_member.layout */
 enum {
@@ -379,7 +385,11 @@ struct gs_dpool_member {
 	__le32 reshape_zone_copies;	/* zone copies before the add */
 	__le32 rsvd0;
 	__le64 reshape_pos;		/* logical bytes already in the new layout */
-	__le64 rsvd[36];
+	/* the dirty-region log (GS_POOL_WIB_OFF): regions written while a member was failed */
+	__le64 wib_since;		/* events when it started (0: not in use) */
+	__le32 wib_shift;		/* log2 of the region size, bytes */
+	__le32 rsvd1;
+	__le64 rsvd[34];
 	/* where each member was at mkfs/replace (hints; devices= overrides) */
 	char paths[GS_POOL_MAX_MEMBERS][GS_POOL_PATH_MAX];
 };
