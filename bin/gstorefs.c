@@ -34,7 +34,7 @@
 
 struct conf {
 	char *image;
-	char *cache, *line, *dirty, *fault, *backend, *devices, *uring;
+	char *cache, *line, *dirty, *fault, *backend, *devices, *uring, *kdirty;
 	unsigned pollers, qd, threads, readahead, stream_ra;
 	double timeout;
 	int ro, buffered, nonopts, helper;
@@ -53,6 +53,7 @@ static const struct fuse_opt gs_opts[] = {
 	OPT("threads=%u", threads, 0),
 	OPT("readahead=%u", readahead, 0),
 	OPT("stream_ra=%u", stream_ra, 0),
+	OPT("kdirty=%s", kdirty, 0),
 	OPT("timeout=%lf", timeout, 0),
 	OPT("fault=%s", fault, 0),
 	OPT("backend=%s", backend, 0),
@@ -103,6 +104,8 @@ static void usage(FILE *f)
 		"  -o readahead=KIB   kernel read-ahead window (default 4096; 0: kernel's)\n"
 		"  -o stream_ra=KIB   the daemon's read-ahead for sequential readers\n"
 		"                     (default 16384; 0: off)\n"
+		"  -o kdirty=SIZE     the kernel's dirty pages of the mount (mmap writes)\n"
+		"                     at most (default 512M; 0: FUSE's strict 1 %%)\n"
 		"  -o ro              read-only\n"
 		"  -o buffered        no O_DIRECT on the image (images on tmpfs)\n"
 		"  -o allow_dev       device nodes open their devices (root; default nodev)\n"
@@ -620,6 +623,11 @@ int main(int argc, char **argv)
 	fc.timeout = c.timeout;
 	fc.readahead_kib = c.readahead;
 	fc.stream_ra_kib = c.stream_ra;
+	fc.kdirty_bytes = 512ull << 20;
+	if (c.kdirty && gs_parse_size(c.kdirty, &fc.kdirty_bytes)) {
+		fprintf(stderr, "gstorefs: bad kdirty size '%s'\n", c.kdirty);
+		goto free_args;
+	}
 	fc.threads = c.threads;
 	if (!c.uring || !strcmp(c.uring, "auto")) {
 		fc.uring = GS_FUSE_URING_AUTO;
@@ -672,6 +680,10 @@ int main(int argc, char **argv)
 	ret = gs_fuse_set_readahead(gf, o.mountpoint);
 	if (ret < 0 && ret != -EACCES && ret != -EPERM && ret != -EROFS)
 		fprintf(stderr, "gstorefs: read-ahead stays the kernel's: %s\n", strerror(-ret));
+	ret = gs_fuse_set_dirty(gf, o.mountpoint);
+	if (ret < 0 && ret != -EACCES && ret != -EPERM && ret != -EROFS)
+		fprintf(stderr, "gstorefs: dirty page limit stays the kernel's: %s\n",
+			strerror(-ret));
 	ret = 1;
 	start_attach(&att, fs, gf, se, o.mountpoint);	/* before the unblock: its thread too */
 	ret = gs_fuse_watch_start(&watch, gf, o.mountpoint);
@@ -715,6 +727,7 @@ free_args:
 	free(c.backend);
 	free(c.devices);
 	free(c.uring);
+	free(c.kdirty);
 	fuse_opt_free_args(&args);
 	return ret ? 1 : 0;
 }

@@ -41,6 +41,7 @@ struct gs_fuse {
 	double timeout;
 	unsigned rdonly;		/* a remount changes it: rd_only() */
 	unsigned readahead;		/* bytes, 0: the kernel's default */
+	uint64_t kdirty;		/* the kernel's dirty pages of the mount, bytes; 0: its default */
 	pthread_key_t buf_key;		/* per worker thread read buffer */
 	struct gs_fuse_counters cnt;	/* updated with relaxed atomics */
 	int uring_mode;			/* -o uring= */
@@ -1291,6 +1292,7 @@ int gs_fuse_new(struct gs_fuse **gfp, struct gs_fs *fs, const struct gs_fuse_con
 	gf->rdonly = conf->rdonly;
 	gf->timeout = conf->timeout < 0 ? 1.0 : conf->timeout;
 	gf->readahead = conf->readahead_kib > (1u << 21) ? 1u << 31 : conf->readahead_kib << 10;
+	gf->kdirty = conf->kdirty_bytes;
 	gf->uring_mode = conf->uring;
 	gf->threads = conf->threads;
 	if (conf->stream_ra_kib) {
@@ -1404,23 +1406,43 @@ int gs_fuse_mount_dev(const char *mnt, unsigned *maj, unsigned *min)
 	return ret;
 }
 
-int gs_fuse_set_readahead(struct gs_fuse *gf, const char *mnt)
+/* Write @val to /sys/class/bdi/MAJ:MIN/@attr of the mount at @mnt. */
+static int bdi_set(const char *mnt, const char *attr, unsigned long long val)
 {
-	char attr[64], val[32];
+	char path[96], buf[32];
 	unsigned maj, min;
 	int fd, n, ret;
 
-	if (!gf->readahead)
-		return 0;
 	ret = gs_fuse_mount_dev(mnt, &maj, &min);
 	if (ret < 0)
 		return ret;
-	snprintf(attr, sizeof(attr), "/sys/class/bdi/%u:%u/read_ahead_kb", maj, min);
-	fd = open(attr, O_WRONLY | O_CLOEXEC);
+	snprintf(path, sizeof(path), "/sys/class/bdi/%u:%u/%s", maj, min, attr);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	n = snprintf(val, sizeof(val), "%u\n", gf->readahead >> 10);
-	ret = write(fd, val, (size_t)n) == n ? 0 : -errno;
+	n = snprintf(buf, sizeof(buf), "%llu\n", val);
+	ret = write(fd, buf, (size_t)n) == n ? 0 : -errno;
 	close(fd);
+	return ret;
+}
+
+int gs_fuse_set_readahead(struct gs_fuse *gf, const char *mnt)
+{
+	if (!gf->readahead)
+		return 0;
+	return bdi_set(mnt, "read_ahead_kb", gf->readahead >> 10);
+}
+
+int gs_fuse_set_dirty(struct gs_fuse *gf, const char *mnt)
+{
+	int ret;
+
+	if (!gf->kdirty)
+		return 0;
+	/* the cap first: without it, lifting the strict limit would leave the
+	 * mount only the global one */
+	ret = bdi_set(mnt, "max_bytes", gf->kdirty);
+	if (!ret)
+		ret = bdi_set(mnt, "strict_limit", 0);
 	return ret;
 }

@@ -33,6 +33,7 @@ struct gs_fuse_conf {
 	int uring;		/* enum gs_fuse_uring_mode */
 	unsigned threads;	/* worker threads at most (0: 64); the ring's too */
 	unsigned stream_ra_kib;	/* the daemon's read-ahead for sequential readers, KiB (0: off) */
+	uint64_t kdirty_bytes;	/* the kernel's dirty pages of the mount at most (0: its 1 %) */
 };
 
 /* Build the session (fuse_session_new with our ops) over a mounted @fs.
@@ -46,6 +47,11 @@ void gs_fuse_destroy(struct gs_fuse *gf);
  * for the mount at @mnt to conf->readahead_kib (the bdi's read_ahead_kb;
  * needs root).  0, or -errno (nothing changed). */
 int gs_fuse_set_readahead(struct gs_fuse *gf, const char *mnt);
+/* Likewise: let the kernel hold up to conf->kdirty_bytes of the mount's dirty
+ * pages (mmap writes, before their write-back) under the global dirty limits,
+ * instead of FUSE's strict 1 % share: the bdi's max_bytes, strict_limit 0
+ * (Linux 6.2+; root).  0, or -errno. */
+int gs_fuse_set_dirty(struct gs_fuse *gf, const char *mnt);
 /* After fuse_session_mount(), before the loop: hook the session so that
  * FUSE_INIT can switch it to FUSE over io_uring (conf->uring).  0, or
  * -EOPNOTSUPP when uring=on and this kernel cannot. */
