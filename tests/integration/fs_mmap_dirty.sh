@@ -17,8 +17,10 @@ bdi() { cat "/sys/class/bdi/$(mountpoint -d "$MNT")/$1" 2>/dev/null; }
 
 if [[ $(id -u) -eq 0 && -n $(bdi strict_limit) ]]; then
 	[[ $(bdi strict_limit) == 0 ]] || fail "strict_limit $(bdi strict_limit), not 0"
+	# the kernel keeps max_bytes as a share of its dirty limit, which moves
+	# with free memory: what reads back is near 512M, not exactly it
 	mb=$(bdi max_bytes)
-	((mb >= (500 << 20) && mb <= (512 << 20))) || fail "max_bytes $mb, not about 512M"
+	((mb >= (480 << 20) && mb <= (544 << 20))) || fail "max_bytes $mb, not about 512M"
 	ok "kernel dirty pages: strict_limit 0, max_bytes $mb"
 else
 	echo "note: not root or no strict_limit in sysfs: the limits are not checked"
