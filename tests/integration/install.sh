@@ -4,6 +4,7 @@
 # libgstore as others get it: `make install DESTDIR=... PREFIX=/usr/local`, then
 #  - the shared library exports gs_* names only, every function a public header
 #    declares among them, under the soname libgstore.so.0;
+#  - every function a public header declares has an installed man page;
 #  - the installed headers are public ones only and compile alone;
 #  - a C program written outside the tree builds with `pkg-config --cflags --libs
 #    gstore` against the installed copy (shared, and static with --static) and
@@ -79,6 +80,20 @@ done
 undeclared=$(comm -13 "$tmp/declared" "$tmp/exports")
 [[ -z $undeclared ]] || fail "exported in GSTORE_0.1 but declared by no public header:" $undeclared
 grep -qx gs_log "$tmp/private" || fail "gs_log is not in GSTORE_PRIVATE"
+# and every function a public header declares has an installed manual page (a
+# page of its own or a ".so" link to the one that covers it), and each link leads
+# to a page that is there
+man3=$D/usr/local/share/man/man3
+nopage=()
+for s in $(cat "$tmp/declared"); do
+	[[ -e $man3/$s.3 ]] || nopage+=("$s")
+done
+[[ ${#nopage[@]} -eq 0 ]] || fail "declared by a public header, no page in man3: ${nopage[*]}"
+for m in "$man3"/*.3; do
+	t=$(sed -n 's/^\.so  *man3\///p' "$m")
+	[[ -z $t || -e $man3/$t ]] || fail "$(basename "$m") links to man3/$t, not installed"
+done
+echo "every one of $(wc -l <"$tmp/declared") public functions has a page in man3"
 
 # --- the installed headers: public ones, each alone ---
 for h in "$inc"/gstore*.h; do
