@@ -42,6 +42,9 @@ grep -q "restripe: [1-9]0%" "$T/add.out" || { cat "$T/add.out"; fail "no progres
 grep -q "^pool_add: member 2 [0-9]*/[0-9]* (stopped half-way" "$T/st" ||
 	{ cat "$T/st"; fail "status does not show the add half-way"; }
 grep -q "^pool_members: 3$" "$T/st" || { cat "$T/st"; fail "members mid-add"; }
+# fsck -n reads it as it is: the fs is clean, the add is reported, not an error
+"$GSTORE" fsck -n "$IMG" >"$T/fsck0.out" 2>&1 || { cat "$T/fsck0.out"; fail "fsck -n mid-add"; }
+grep -q "stopped half-way" "$T/fsck0.out" || { cat "$T/fsck0.out"; fail "fsck -n: no word of the add"; }
 ok "killed half-way: $(grep '^pool_add' "$T/st")"
 
 # the mount finishes the add first
