@@ -240,7 +240,7 @@ static void rw_layout(unsigned n, const char *layout)
 	/* unaligned, stripe-crossing: 3 stripe units + 1 KiB at 1 KiB into a unit */
 	size_t len = 3 * SU + 1024;
 	uint64_t offs[] = { 1024, 2 * MB - 1024, 2 * MB + 5 * SU + 512, 0 };
-	char *w = aligned_alloc(4096, len + 4096), *r = aligned_alloc(4096, len + 4096);
+	char *w = aligned_alloc(4096, 4 * SU), *r = aligned_alloc(4096, 4 * SU);	/* len, rounded up */
 	struct gs_pool_geo g;
 	struct gs_q_geom qg;
 	struct gs_q *q;
