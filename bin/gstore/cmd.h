@@ -28,7 +28,7 @@
 	  "copy a raw or .npy file into arrays/NAME; build graph/NAME from an edge list") \
 	X(export, "export array NAME OUT [--npy] [--image IMG | --mount MNT]", \
 	  "copy arrays/NAME out (raw, or .npy with --npy); OUT - is stdout") \
-	X(graph, "graph info|neighbors V|edges|update [FILE]|merge|export-csr|bfs|cc|pagerank|randomwalk|mis|sample V... NAME --image IMG [--threads N] [--batch N] [--csr] [--in] [--source V] [--iters N] [--damping D] [--walks N] [--length L] [--seed S] [--top K] [--fanouts F1,F2] [--out FILE] [--cache SIZE] [--line-size N] [--buffered]", \
+	X(graph, "graph info|neighbors V|edges|update [FILE]|merge|export-csr|bfs|cc|pagerank|randomwalk|mis|sample V... NAME --image IMG (update, merge: or --mount MNT) [--threads N] [--batch N] [--csr] [--in] [--source V] [--iters N] [--damping D] [--walks N] [--length L] [--seed S] [--top K] [--fanouts F1,F2] [--out FILE] [--cache SIZE] [--line-size N] [--buffered]", \
 	  "query, update, merge graph/NAME; run graph apps (also on the CSR baseline)") \
 	X(nd, "nd create|info|import|export NAME [FILE|OUT] [--image IMG | --mount MNT] [--shape S --dtype T] [--bb B] [--raw] [--npy] [--slice A:B,...] [--as SHAPE]", \
 	  "N-D spaces nd/NAME: create, show, import/export .npy or raw")	\

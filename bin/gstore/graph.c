@@ -5,7 +5,8 @@
  * Imports run in-process on an unmounted image (--image), or through a
  * mount (--mount: the edge list is written into graph/NAME/edges).  The
  * other subcommands (info, neighbors, update, merge, the apps, export-csr)
- * open the image in-process; the apps run multithreaded over the graph's
+ * open the image in-process, except update and merge, which also go through
+ * a mount (graph/NAME/updates and ctl: the daemon's handle applies them); the apps run multithreaded over the graph's
  * request queues and can run on the CSR baseline (--csr) for comparison.
  */
 #include <errno.h>
@@ -13,6 +14,7 @@
 #include <getopt.h>
 #include <signal.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <stdbool.h>
@@ -602,6 +604,43 @@ static int g_neighbors(struct gctx *c, int argc, char **argv)
 	return close_graph(c, status);
 }
 
+/*
+ * Through the mount: @len bytes of @text written into MNT/graph/NAME/@file
+ * (updates, or ctl) and made durable (fsync), as a shell's echo would.  The
+ * daemon applies them on the handle that serves the mount, so a GPU that
+ * attached to the graph sees them after its sync point
+ * (gs_cuda_graph_sync(3)).
+ */
+static int mounted_write(struct gctx *c, const char *file, const char *text, size_t len)
+{
+	char path[PATH_MAX];
+	size_t done = 0;
+	int fd, err = 0;
+
+	if (snprintf(path, sizeof(path), "%s/graph/%s/%s", c->io.mnt, c->name, file) >=
+	    (int)sizeof(path))
+		return gs_fail(1, "graph/%s: path too long", c->name);
+	fd = open(path, O_WRONLY);
+	if (fd < 0)
+		return gs_fail(1, "%s: %s", path, strerror(errno));
+	while (done < len && !err) {
+		ssize_t n = write(fd, text + done, len - done);
+
+		if (n < 0 && errno != EINTR)
+			err = errno;
+		else if (n > 0)
+			done += (size_t)n;
+	}
+	if (!err && fsync(fd) < 0)
+		err = errno;
+	if (close(fd) < 0 && !err)
+		err = errno;
+	if (err)
+		return gs_fail(1, "%s: %s%s", path, strerror(err),
+			       done ? " (the writes before it were applied)" : "; nothing applied");
+	return 0;
+}
+
 static int g_update(struct gctx *c, int argc, char **argv)
 {
 	size_t cap = 1 << 20, len = 0;
@@ -626,6 +665,14 @@ static int g_update(struct gctx *c, int argc, char **argv)
 		close(fd);
 	if (!buf)
 		return gs_fail(1, "out of memory");
+	if (c->io.mnt) {
+		status = mounted_write(c, "updates", buf, len);
+		if (!status)
+			printf("%zu bytes of updates applied through %s/graph/%s/updates\n", len,
+			       c->io.mnt, c->name);
+		free(buf);
+		return status;
+	}
 	if (open_graph(c, 0)) {
 		free(buf);
 		return 1;
@@ -671,6 +718,13 @@ static int g_merge(struct gctx *c, int argc, char **argv)
 	double t0 = now();
 	int ret, status = 0;
 
+	if (c->io.mnt) {
+		status = mounted_write(c, "ctl", "merge\n", 6);
+		if (!status)
+			printf("merged in %.3f s (through %s/graph/%s/ctl)\n", now() - t0, c->io.mnt,
+			       c->name);
+		return status;
+	}
 	if (open_graph(c, 0))
 		return 1;
 	ret = gs_graph_merge(c->g);

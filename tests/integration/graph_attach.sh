@@ -5,7 +5,8 @@
 # leases on its pages to the connection's rings; a CPU client (attach_client graph)
 # reads every live page through a ring at the layout's device offsets and decodes
 # every vertex's list as the GPU kernels do: the same lists as the mount's v<ID>/
-# files. Updates written through the mount (and merged through ctl, or not) show in
+# files. Updates written through the mount (and merged through ctl, or not; and with
+# `gstore graph update|merge --mount`) show in
 # the next GRAPH (the sync point of gs_cuda_graph_sync: a new layout generation),
 # equal to the mount again; a directed graph's in-lists too. GRAPH refuses what is
 # not a graph, and an empty graph.
@@ -111,13 +112,18 @@ for l in open(sys.argv[1]):
 print(next(v for v in range(max(out), 10, -1) if v not in out[3] and 4 not in out[v]))
 PY
 ) || fail "pick an edge"
-printf '+ 3 %d 1\n+ %d 4 2\n' "$V" "$V" >"$D/updates" && echo merge >"$D/ctl" ||
-	fail "update + merge d"
+# through gstore graph on the mount: update (graph/d/updates) and merge (its ctl)
+printf '+ 3 %d 1\n+ %d 4 2\n' "$V" "$V" >"$T/dupd"
+"$GSTORE" graph update d "$T/dupd" --mount "$MNT" || fail "gstore graph update --mount"
+"$GSTORE" graph update d "$T/dupd" --mount "$MNT" 2>"$T/dup.err" &&
+	fail "gstore graph update of edges that exist succeeded"
+grep -q "File exists" "$T/dup.err" || fail "update of existing edges: $(cat "$T/dup.err")"
+"$GSTORE" graph merge d --mount "$MNT" || fail "gstore graph merge --mount"
 "$ATT" graph "$D" "$T/d2" >"$T/d2.log" 2>&1 || { cat "$T/d2.log" >&2; fail "GRAPH d again"; }
 same_as_mount "$T/d2" "$D" 1 || fail "graph/d after a merge differs from the mount"
 grep -qE "^0 3:.* $V( |\$)" "$T/d2" && grep -qE "^1 $V:.* 3( |\$)" "$T/d2" ||
 	fail "the merged edge 3 -> $V is not in the new layout's out- and in-lists"
-ok "directed graph: out- and in-lists, a merge through ctl, equal to the mount"
+ok "directed graph: out- and in-lists, gstore graph update + merge --mount, equal to the mount"
 
 # ---- refusals
 mkdir "$MNT/graph/empty" || fail "mkdir graph/empty"
