@@ -108,6 +108,13 @@ class Graph:
         return "gstore.Graph(%r, %d vertices, %d edges)" % (self.path, self.num_vertices,
                                                             self.num_edges)
 
+    def cuda(self, **kw):
+        """This graph on the GPU through the mount's attach socket
+        (gs_cuda_graph_attach(3)): a gstore.CudaGraph (cache_bytes=, device=); close it
+        when done.  Updates made through the mount reach it at its sync()."""
+        from .image import CudaGraph
+        return CudaGraph(self, **kw)
+
     def __len__(self):
         return self.num_vertices
 

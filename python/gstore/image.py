@@ -236,19 +236,26 @@ def _lib_cuda_graph():
                 (lib.gs_cuda_graph_open, ctypes.c_int,
                  (ctypes.POINTER(vp), vp, vp, ctypes.POINTER(_CgParams))),
                 (lib.gs_cuda_graph_close, None, (vp,)),
+                (lib.gs_cuda_graph_sync, ctypes.c_int, (vp,)),
                 (lib.gs_cuda_graph_sample, ctypes.c_int,
                  (vp, vp, ctypes.c_uint32, vp, ctypes.c_uint32, ctypes.c_uint64,
                   ctypes.POINTER(_CgSample), ctypes.POINTER(_CgStats))),
                 (lib.gs_cuda_graph_sample_free, None, (ctypes.POINTER(_CgSample),))):
             f.restype, f.argtypes = res, list(args)
+        if hasattr(lib, "gs_cuda_graph_attach"):
+            lib.gs_cuda_graph_attach.restype = ctypes.c_int
+            lib.gs_cuda_graph_attach.argtypes = [ctypes.POINTER(vp), ctypes.c_char_p,
+                                                 ctypes.POINTER(_CgParams)]
         lib._gstore_cgraph = True
     return lib
 
 
 class CudaGraph(Closable):
-    """An ImageGraph on the GPU (gs_cuda_graph_open over a read-only gs_q of the same
-    image): sample() is gs_cuda_graph_sample(), the same nodes and edges as
-    gs_graph_sample(3), left in GPU memory."""
+    """A graph on the GPU: an ImageGraph (gs_cuda_graph_open over a read-only gs_q of
+    the same image) or a mounted gstore.Graph (gs_cuda_graph_attach through the
+    daemon's attach socket).  sample() is gs_cuda_graph_sample(), the same nodes and
+    edges as gs_graph_sample(3), left in GPU memory; sync() is the sync point after
+    updates made on the CPU side (gs_cuda_graph_sync(3))."""
 
     def __init__(self, graph, cache_bytes=0, device=0):
         self._lib = _lib_cuda_graph()
@@ -259,6 +266,18 @@ class CudaGraph(Closable):
         self.graph, self.device, self.path = graph, device, graph.path
         self._s = _CgSample()
         self._have_s = False
+        p = _CgParams()
+        p.cache_bytes = cache_bytes
+        p.device = device
+        if not hasattr(graph, "image"):		# a mounted graph: attach
+            if not hasattr(self._lib, "gs_cuda_graph_attach"):
+                raise GstoreError(errno.EOPNOTSUPP, "libgstore_cuda has no gs_cuda_graph_attach")
+            cg = ctypes.c_void_p()
+            check(self._lib.gs_cuda_graph_attach(ctypes.byref(cg), os.fsencode(self.path),
+                                                 ctypes.byref(p)),
+                  "gs_cuda_graph_attach", self.path)
+            self._cg = cg
+            return
         qp = _QParams()
         qp.path = graph.image.path.encode()
         qp.flags = GS_Q_RDONLY
@@ -269,9 +288,6 @@ class CudaGraph(Closable):
             ret = self._glib.gs_q_open(ctypes.byref(q), ctypes.byref(qp))
         check(ret, "gs_q_open", graph.image.path)
         self._q = q
-        p = _CgParams()
-        p.cache_bytes = cache_bytes
-        p.device = device
         cg = ctypes.c_void_p()
         try:
             check(self._lib.gs_cuda_graph_open(ctypes.byref(cg), graph._g, q, ctypes.byref(p)),
@@ -291,6 +307,11 @@ class CudaGraph(Closable):
         if getattr(self, "_q", None):
             self._glib.gs_q_close(self._q)
             self._q = None
+
+    def sync(self):
+        """The sync point: updates made on the CPU side since (through the mount, or
+        in-process) are merged and seen by the next sample()."""
+        check(self._lib.gs_cuda_graph_sync(self._cg), "gs_cuda_graph_sync", self.path)
 
     def sample(self, seeds, fanouts, rng_seed=0):
         """A Sample whose nodes, src, dst (uint64) and src_pos, dst_pos (uint32) are

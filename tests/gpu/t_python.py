@@ -291,6 +291,34 @@ def run(mnt):
           "%d steps: sample [10,5] of 256 seeds, gather ~%d rows, forward/backward "
           "(%.2f s/step)" % (steps, len(s.nodes), (time.time() - t0) / steps))
 
+    # the same mounted graph on the GPU through attach (Graph.cuda(): gs_cuda_graph_attach),
+    # against the module's own sampler over the mount's files; then updates through the
+    # mount, the sync point, again
+    if not hasattr(gstore.image._lib_cuda_graph() or object(), "gs_cuda_graph_attach"):
+        print("(libgstore_cuda has no gs_cuda_graph_attach: not checked)")
+        return
+
+    def same_sample(got, want):
+        r = all(np.array_equal(getattr(got, k).copy_to_host(), np.asarray(getattr(want, k)))
+                for k in ("nodes", "src", "dst", "src_pos", "dst_pos"))
+        return r and list(got.hop_nodes) == list(want.hop_nodes)
+
+    with gr.cuda() as cg:
+        seeds = rng.integers(0, N, 128)
+        ok = same_sample(cg.sample(seeds, [10, 5], rng_seed=9), gr.sample(seeds, [10, 5], 9))
+        have = set(gr.neighbors(1).tolist())
+        new = [v for v in range(N - 1, 0, -1) if v not in have][:5]
+        with open(os.path.join(gdir, "updates"), "w") as f:
+            f.write("".join("+ 1 %d\n" % v for v in new))
+        cg.sync()
+        gr.refresh()
+        seeds[0] = 1
+        after = gr.sample(seeds, [10, 5], 10)
+        ok2 = same_sample(cg.sample(seeds, [10, 5], rng_seed=10), after)
+    check("gpu_sample_attached", ok and ok2,
+          "Graph.cuda() (gs_cuda_graph_attach) == Graph.sample, before and after updates "
+          "through the mount and sync()")
+
 
 if __name__ == "__main__":
     try:
