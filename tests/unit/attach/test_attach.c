@@ -577,6 +577,106 @@ static void test_graph(void **state)
 	gs_attach_stop(s);
 }
 
+/* A server of our own that answers one GRAPH with @h (and @len bytes of map). */
+struct fake_graph {
+	int lfd;
+	struct gs_att_graph_map h;
+	size_t len;
+};
+
+static void *fake_graph_srv(void *arg)
+{
+	struct fake_graph *fg = arg;
+	struct gs_att_msg m;
+	void *payload = NULL;
+	int fd = accept(fg->lfd, NULL, NULL), mfd;
+
+	if (fd < 0)
+		return NULL;
+	if (gs_attach_recv(fd, &m, &payload, 4096, NULL, NULL) == 0) {
+		mfd = memfd_create("fake-graph", MFD_CLOEXEC);
+		if (ftruncate(mfd, fg->len) == 0 && pwrite(mfd, &fg->h, sizeof(fg->h), 0) > 0) {
+			m.h.status = 0;
+			m.h.len = 0;
+			m.u.graph.map_bytes = fg->len;
+			m.u.graph.max_io = 1 << 20;
+			gs_attach_send(fd, &m, NULL, &mfd, 1);
+		}
+		close(mfd);
+	}
+	free(payload);
+	close(fd);
+	return NULL;
+}
+
+/* gs_attach_graph() checks what the daemon sends: every array inside the map. */
+static void test_graph_map_checked(void **state)
+{
+	static const struct {
+		const char *what;
+		size_t off;	/* offsetof the u64 to spoil */
+		uint64_t val;
+	} bad[] = {
+		{ "key past the end", offsetof(struct gs_att_graph_map, dir[0].key_off), 8192 },
+		{ "gtt too long", offsetof(struct gs_att_graph_map, dir[0].ngtt), 1ull << 40 },
+		{ "unaligned", offsetof(struct gs_att_graph_map, dir[0].page_off), 257 },
+		{ "extents past the end", offsetof(struct gs_att_graph_map, next), 1000 },
+		{ "removed bits past the end", offsetof(struct gs_att_graph_map, nv), 1ull << 20 },
+		{ "vmap past the end", offsetof(struct gs_att_graph_map, dir[0].vmap_bits),
+		  UINT64_MAX },
+		{ "magic", offsetof(struct gs_att_graph_map, magic), 1 },
+	};
+	char path[64];
+
+	snprintf(path, sizeof(path), "/tmp/gs-fake-graph-%d.sock", getpid());
+	for (int i = -1; i < (int)(sizeof(bad) / sizeof(bad[0])); i++) {
+		struct sockaddr_un sa = { .sun_family = AF_UNIX };
+		struct fake_graph fg = { .len = 4096 };
+		struct gs_att_graph_map *h = &fg.h;
+		struct gs_attach_graph ag;
+		struct gs_attach *a;
+		pthread_t th;
+
+		/* a good map: one direction of 16 pages, vmap and removed bits, 2 extents */
+		*h = (struct gs_att_graph_map){ .magic = GS_ATT_GRAPH_MAGIC, .ndirs = 1, .nv = 100,
+						.page_size = 4096, .id_bytes = 4, .next = 2,
+						.removed_off = 1024, .ext_off = 2048 };
+		h->dir[0] = (struct gs_att_graph_dir){ .ngtt = 16, .key_off = 256, .last_off = 384,
+						       .page_off = 512, .vmap_off = 640,
+						       .vmap_bits = 100 };
+		if (i >= 0) {
+			uint64_t v = bad[i].val;
+
+			if (bad[i].off == offsetof(struct gs_att_graph_map, magic) ||
+			    bad[i].off == offsetof(struct gs_att_graph_map, next))
+				memcpy((char *)h + bad[i].off, &(uint32_t){ (uint32_t)v }, 4);
+			else
+				memcpy((char *)h + bad[i].off, &v, 8);
+		}
+		unlink(path);
+		fg.lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		strcpy(sa.sun_path, path);
+		assert_int_equal(bind(fg.lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+		assert_int_equal(listen(fg.lfd, 1), 0);
+		assert_int_equal(pthread_create(&th, NULL, fake_graph_srv, &fg), 0);
+		assert_int_equal(gs_attach_connect(&a, path), 0);
+		int r = gs_attach_graph(a, "graph/g", &ag);
+
+		if (i < 0) {
+			assert_int_equal(r, 0);
+			assert_int_equal(ag.map->nv, 100);
+			assert_int_equal(ag.max_io, 1 << 20);
+			gs_attach_graph_unmap(&ag);
+		} else if (r != -EPROTO) {
+			fail_msg("%s: %d, want -EPROTO", bad[i].what, r);
+		}
+		gs_attach_close(a);
+		pthread_join(th, NULL);
+		close(fg.lfd);
+	}
+	unlink(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -587,6 +687,7 @@ int main(void)
 		cmocka_unit_test(test_recall),
 		cmocka_unit_test(test_may),
 		cmocka_unit_test(test_graph),
+		cmocka_unit_test(test_graph_map_checked),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
