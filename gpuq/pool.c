@@ -24,6 +24,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +76,7 @@ struct gs_bq {
 	int efd, wake_fd;
 	struct piece *ready;	/* shared: pushed by member callbacks */
 	uint32_t sleeping;	/* shared */
+	uint32_t inside;	/* shared: member callbacks still running piece_done */
 	struct gs_bio **done;
 	int64_t *dres;
 	unsigned ndone, cap;
@@ -639,6 +641,9 @@ static int pool_queue_create(struct gs_bdev *bd, uint32_t depth, int wake_fd, st
 
 static void pool_queue_destroy(struct gs_bq *q)
 {
+	/* a callback whose piece was reaped may still be on its way out (efd, sleeping) */
+	while (__atomic_load_n(&q->inside, __ATOMIC_ACQUIRE))
+		sched_yield();
 	close(q->efd);
 	free(q->done);
 	free(q->dres);
@@ -652,6 +657,8 @@ static void piece_done(struct gs_q_io *io, int64_t res)
 	struct gs_bq *q = (struct gs_bq *)pc->io.priv;
 	uint64_t one = 1;
 
+	/* before the piece is seen: the queue outlives this call (pool_queue_destroy) */
+	__atomic_add_fetch(&q->inside, 1, __ATOMIC_RELAXED);
 	pc->res = res;
 	/* release: the member queue is done with the piece (replace waits for this) */
 	__atomic_sub_fetch(&q->bd->cnt[pc->ep], 1, __ATOMIC_RELEASE);
@@ -663,6 +670,7 @@ static void piece_done(struct gs_q_io *io, int64_t res)
 	if (__atomic_load_n(&q->sleeping, __ATOMIC_SEQ_CST) && write(q->efd, &one, 8) < 0) {
 		/* counter saturated: the poller wakes anyway */
 	}
+	__atomic_sub_fetch(&q->inside, 1, __ATOMIC_RELEASE);
 }
 
 static void finish(struct gs_bq *q, struct pbio *pb)
@@ -1224,10 +1232,21 @@ int gs_q_pool_info(struct gs_q *q, char *buf, size_t size)
 		    1ull << bd->wib_shift);
 	if (last[0])
 		OUT("pool_rebuild_last: %s\n", last);
-	for (i = 0; i < bd->geo.n; i++)
-		OUT("member%u: %s %s errors=%llu\n", i, bd->m[i].path,
-		    (failed >> i & 1) ? (bd->m[i].found ? "failed" : "missing") : "ok",
-		    (unsigned long long)__atomic_load_n(&bd->m[i].errors, __ATOMIC_RELAXED));
+	/* a replace renames its member under the lock */
+	pthread_mutex_lock(&bd->lock);
+	for (i = 0; i < bd->geo.n; i++) {
+		r = snprintf(buf + (n < size ? n : size), n < size ? size - n : 0,
+			     "member%u: %s %s errors=%llu\n", i, bd->m[i].path,
+			     (failed >> i & 1) ? (bd->m[i].found ? "failed" : "missing") : "ok",
+			     (unsigned long long)__atomic_load_n(&bd->m[i].errors,
+								 __ATOMIC_RELAXED));
+		if (r < 0)
+			break;
+		n += (size_t)r;
+	}
+	pthread_mutex_unlock(&bd->lock);
+	if (r < 0)
+		return -EINVAL;
 #undef OUT
 	return (int)n;
 }
@@ -1702,8 +1721,8 @@ static int rebuild_run(struct rebuild *rb, gs_pool_progress progress, void *arg)
 				pool_wib_clear(bd);
 				__atomic_store_n(&bd->wib_bad, 0, __ATOMIC_RELAXED);
 			}
-			bd->m[index].errors = 0;
-			bd->m[index].logged = 0;
+			__atomic_store_n(&bd->m[index].errors, 0, __ATOMIC_RELAXED);
+			__atomic_store_n(&bd->m[index].logged, 0, __ATOMIC_RELAXED);
 			bd->sb.failed = htole64(~0ull);	/* force the write */
 			sb_persist(bd);
 		}
