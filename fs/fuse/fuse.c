@@ -106,6 +106,11 @@ struct gs_fuse_uring *gs_fuse_get_uring(struct gs_fuse *gf)
 	return gf->uring;
 }
 
+struct gs_streams *gs_fuse_get_streams(struct gs_fuse *gf)
+{
+	return gf->streams;
+}
+
 /* The one place -errno becomes a FUSE reply.  Anything that is not a sane
  * errno (a bug below) is reported as EIO rather than confusing the kernel. */
 static void reply_status(fuse_req_t req, int ret)

@@ -202,5 +202,7 @@ int gs_fuse_mount_dev(const char *mnt, unsigned *maj, unsigned *min);
 
 /* The io_uring transport of the mount (fs/fuse/uring.h), or NULL. */
 struct gs_fuse_uring *gs_fuse_get_uring(struct gs_fuse *gf);
+/* The daemon's read-ahead streams (fs/fuse/stream.h); NULL when -o stream_ra=0. */
+struct gs_streams *gs_fuse_get_streams(struct gs_fuse *gf);
 
 #endif /* GS_FS_FUSE_INTERNAL_H */

@@ -19,6 +19,7 @@
 
 #include "fuse_internal.h"
 #include "gstore_q.h"
+#include "stream.h"
 #include "uring.h"
 
 #define VHASH_BITS	10
@@ -419,6 +420,13 @@ static int info_gen(void *ctx, char *buf, size_t size)
 	/* the FUSE transport in use (fs/fuse/uring.c) */
 	m = gs_fuse_uring_info(gs_fuse_get_uring(ctx), buf + ((size_t)n < size ? (size_t)n : size),
 			       (size_t)n < size ? size - (size_t)n : 0);
+	if (m < 0)
+		return -EIO;
+	n += m;
+	/* the daemon's read-ahead window as in effect (fs/fuse/stream.h) */
+	m = snprintf(buf + ((size_t)n < size ? (size_t)n : size),
+		     (size_t)n < size ? size - (size_t)n : 0, "stream_ra_kib: %llu\n",
+		     (unsigned long long)(gs_streams_window(gs_fuse_get_streams(ctx)) >> 10));
 	return m < 0 ? -EIO : n + m;
 }
 

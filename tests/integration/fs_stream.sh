@@ -8,7 +8,8 @@
 # read ahead must not hide it) and across a truncate and rewrite; random
 # 4 KiB reads of the same file do not become one; with -o stream_ra=0 no
 # read does.  The buffered reader, which the kernel's read-ahead feeds, gets
-# its bytes right too.
+# its bytes right too.  .gstore/info shows the window in effect (stream_ra_kib:
+# as asked, at most an eighth of the block cache).
 # timeout: 120
 . "$(dirname "$0")/../helpers/gsmount.sh"
 gs_init 512M
@@ -108,6 +109,9 @@ print("ok: buffered sequential reader")
 PYEOF
 }
 
+window() { sed -n 's/^stream_ra_kib: //p' "$MNT/.gstore/info"; }
+
+expect 16384 window
 # written, then read by a new daemon: nothing of the file in its cache
 run_py write || fail "writing the file"
 gs_umount
@@ -115,5 +119,10 @@ gs_mount
 run_py on || fail "stream read-ahead"
 gs_umount
 gs_mount -o stream_ra=0
+expect 0 window
 run_py off || fail "stream_ra=0"
+gs_umount
+# the window is at most an eighth of the block cache
+gs_mount -o cache=32M,stream_ra=65536
+expect 4096 window
 gs_umount
