@@ -19,12 +19,10 @@
 # "fuse uring"), with GS_TRANSPORT set to the word: the classic /dev/fuse
 # transport, then FUSE over io_uring (that leg skips where the kernel lacks
 # it).  The first leg keeps the test's name; the others are NAME@WORD.  A
-# script with a line "# matrix: no" runs once (it picks its transport).  To keep
-# `make check` near its 10 minutes on 2 cores, the legs after the first leave
-# out the tests in $TEST_MATRIX_SKIP (default: nd_crash pool_crash pool_fio,
-# 220 s of test time whose transport-facing part fs_crash, fs_powercut,
-# fs_stress, fs_fio and fs_umount_wait cover in every leg);
-# TEST_MATRIX_SKIP= runs the whole matrix.
+# script with a line "# matrix: no" runs once (it picks its transport).  Every
+# leg runs every mounted test, the crash, power-cut and stress ones included;
+# TEST_MATRIX_SKIP="NAME..." leaves those tests out of the legs after the first
+# (for a quicker run by hand; nothing is left out by default).
 #
 # Usage: tests/run.sh [-j N] [FILTER...]
 # Env:   B=build dir (build), TESTS_FILTER="substr1 substr2" (run matching; FILTER
@@ -59,7 +57,7 @@ for t in "$B"/tests/unit/*/test_*; do
 	[[ -x $t && $t != *.d && $t != *.o ]] && tests+=("$t")
 done
 transports=(${TEST_TRANSPORTS-fuse uring})
-matrix_skip=${TEST_MATRIX_SKIP-nd_crash pool_crash pool_fio}
+matrix_skip=${TEST_MATRIX_SKIP-}
 in_matrix() { grep -qE '\bgs_(try_)?mount\b' "$1" && ! grep -q '^# matrix: no' "$1"; }
 # in_later_legs SCRIPT: also run in the legs after the first
 in_later_legs() {
