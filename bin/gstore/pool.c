@@ -410,6 +410,7 @@ static int replace_online(const char *mnt, const char *old, const char *new, uin
 static int replace(const char *old, const char *new, const char *dev, const char *devices,
 		   uint64_t rate, int set_rate)
 {
+	char info[8192];
 	struct prog pr;
 	struct stat st;
 	struct gs_q *q;
@@ -443,11 +444,16 @@ static int replace(const char *old, const char *new, const char *dev, const char
 	prog_start(&pr, "rebuild");
 	ret = gs_q_pool_replace(q, (unsigned)idx, new, show_progress, &pr);
 	gs_progress_end(&pr.pr);
+	info[0] = 0;
+	if (!ret)
+		gs_q_pool_info(q, info, sizeof(info));
 	gs_q_close(q);
 	if (ret)
 		return gs_fail(1, "replacing member %d (%s) by %s: %s", idx, old, new,
 			       strerror(-ret));
-	printf("member %d: %s replaced by %s, rebuilt\n", idx, old, new);
+	/* a member come back gets only what the dirty-region log says it missed */
+	printf("member %d: %s replaced by %s, rebuilt%s\n", idx, old, new,
+	       strstr(info, "(logged regions only)") ? " (logged regions only)" : "");
 	return 0;
 }
 

@@ -55,6 +55,8 @@ else
 fi
 echo "info member 1 back as $N1"
 $G/gstore pool replace $D1 $N1 $D0 >/tmp/rep.out 2>&1 || { cat /tmp/rep.out; fail "replace"; }
+# the member came back: its missed writes are in the dirty-region log (or all, rebuilt whole)
+echo "info $(grep 'replaced by' /tmp/rep.out)"
 $G/gstore pool status $D0 | grep -q "^pool_state: ok" || fail "not healthy after rebuild"
 $G/gstore fsck -n $D0 >/tmp/fsck.out 2>&1 || { cat /tmp/fsck.out; fail "fsck after rebuild"; }
 echo "ok rebuilt: fsck (mirrors compared) clean"
