@@ -18,6 +18,7 @@
 # POLLERS (2: the pool's pollers; each member has its own), B (build dir),
 # VIA ("gsq mount"), DISKS ("model real"), FSIZE (256M: the file fio reads),
 # FQD4K (32) and FQD1M (8): fio's iodepth, GSOPTS (extra gstorefs -o options).
+# Mount rows are followed by the daemon's CPU per 4 KiB read (a "#" line).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${B:-build}
@@ -49,6 +50,7 @@ cleanup() {
 }
 trap cleanup EXIT
 field() { sed -n "s/.*$1=\([0-9.]*\).*/\1/p"; }
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }	# PID: utime + stime
 
 mkpool() {	# N
 	local i
@@ -134,12 +136,18 @@ for disk in $DISKS; do
 				opts=
 				[[ $disk == model ]] && opts=fault=model=$MODEL
 				mount_pool "$opts"
+				t0=$(cpu_ticks "$gpid")
 				read -r iops _ < <(fio_read --rw=randread --bs=4k --iodepth="$FQD4K")
+				t1=$(cpu_ticks "$gpid")
 				read -r _ kib < <(fio_read --rw=read --bs=1M --iodepth="$FQD1M")
 				bw=$(awk -v k="$kib" 'BEGIN { printf "%.0f", k * 1024 / 1e6 }')
 				umount_pool
 			fi
 			row "$n" "$iops" "$bw"
+			# the daemon's CPU (utime + stime) per 4 KiB read, over warm-up and run
+			[[ $via == mount ]] && awk -v t=$((t1 - t0)) -v i="$iops" -v r=$((RUNTIME + WARMUP)) \
+				-v hz="$(getconf CLK_TCK)" \
+				'BEGIN { printf "#        daemon CPU per 4K read: %.1f us\n", t * 1e6 / hz / (i * r) }'
 		done
 	done
 done
