@@ -28,8 +28,10 @@
 #define WAIT_STALL_S	60	/* the holder did no I/O this long: it is not finishing */
 #define WAIT_BLIND_S	60	/* holder or its counters unknown: wait this long at most */
 #define WAIT_SAY_S	5	/* a line on progress this often */
-#define WAIT_QUIET_S	1	/* a wait shorter than this says nothing (a just-unmounted
-				 * daemon usually lets go within it; scripts compare output) */
+#define WAIT_QUIET_S	5	/* a wait shorter than this says nothing: scripts compare
+				 * output, and a just-unmounted daemon writing back its
+				 * dirty limit under load takes seconds (xfstests'
+				 * generic/128 saw 2.1 s on a loaded machine) */
 #define WAIT_POLL_MS	100	/* how soon a release is noticed */
 
 char *gs_fs_find_mount(const char *image)

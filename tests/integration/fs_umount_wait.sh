@@ -110,7 +110,7 @@ kill -STOP "$GS_PID"
 umount_only
 "$GSTOREFS" -f "$IMG" "$MNT" -o "cache=$CACHE${GS_MNT_OPTS:+,$GS_MNT_OPTS}" 2>"$T/mount2.log" &
 GS_PID=$!
-sleep 2
+sleep 6		# past the quiet first seconds of a wait (fs/lockwait.c): it says so
 kill -0 "$GS_PID" || { cat "$T/mount2.log" >&2; fail "the new gstorefs gave up"; }
 [[ -f $MNT/.gstore/info ]] && fail "mounted while the old daemon held the image"
 reap_old
@@ -136,7 +136,7 @@ kill -STOP "$GS_PID"
 umount_only
 "$GSTORE" fsck -f -n "$IMG" >"$T/fsck3.out" 2>&1 &
 fpid=$!
-sleep 2
+sleep 6
 kill -0 "$fpid" 2>/dev/null || { cat "$T/fsck3.out" >&2; fail "fsck did not wait"; }
 reap_old
 wait "$fpid" || { cat "$T/fsck3.out" >&2; fail "fsck after waiting: exit $?"; }
