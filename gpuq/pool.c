@@ -59,6 +59,7 @@ struct piece {
 	uint32_t k, member;
 	int rb;			/* a write or flush to the member being rebuilt */
 	uint32_t ep;		/* epoch parity it counts in */
+	uint64_t wmark;		/* a flush: the member's wdone when it was sent */
 	int64_t res;
 	struct piece *next;
 };
@@ -717,6 +718,8 @@ static int send(struct gs_bq *q, struct pbio *pb, struct seg *s, uint32_t k, uin
 	pc->rb = dst != NULL;
 	/* qlock is held for reading: the epoch and the member queues stay put */
 	pc->ep = q->bd->epoch & 1;
+	if (op == GS_OP_FLUSH && !dst)
+		pc->wmark = __atomic_load_n(&q->bd->m[m].wdone, __ATOMIC_ACQUIRE);
 	io = &pc->io;
 	pb->left++;
 	__atomic_add_fetch(&q->bd->cnt[pc->ep], 1, __ATOMIC_RELAXED);
@@ -754,6 +757,22 @@ static int read_next(struct gs_bq *q, struct pbio *pb, struct seg *s)
 			return 0;
 	}
 	return -EIO;
+}
+
+/* Survivors' flushes cannot make durable what a failed member acknowledged
+ * and had not flushed when the pool holds no other copy of it. */
+static int flush_lost(struct gs_bdev *bd)
+{
+	uint64_t failed = __atomic_load_n(&bd->failed, __ATOMIC_ACQUIRE);
+	uint32_t j;
+
+	if (!failed || gs_pool_redundant(&bd->geo, failed))
+		return 0;
+	for (j = 0; j < bd->geo.n; j++)
+		if ((failed >> j & 1) && __atomic_load_n(&bd->m[j].wdone, __ATOMIC_ACQUIRE) !=
+					 __atomic_load_n(&bd->m[j].wflushed, __ATOMIC_ACQUIRE))
+			return 1;
+	return 0;
 }
 
 static void start_write(struct gs_bq *q, struct pbio *pb, struct seg *s)
@@ -841,6 +860,8 @@ static int pool_submit(struct gs_bq *q, struct gs_bio **ios, unsigned n)
 					send(q, pb, NULL, 0, j, 0, GS_OP_FLUSH, NULL);
 			if (rb >= 0)
 				send(q, pb, NULL, 0, (uint32_t)rb, 0, GS_OP_FLUSH, bd->rq);
+			if (flush_lost(bd))
+				pb->err = -EIO;
 		}
 		for (j = 0; j < pb->nseg; j++) {
 			struct seg *s = &pb->segs[j];
@@ -859,6 +880,23 @@ static int pool_submit(struct gs_bq *q, struct gs_bio **ios, unsigned n)
 	return (int)n;
 }
 
+/* A member's write or flush came back good: what its next flush must cover. */
+static void note_durability(struct gs_bdev *bd, const struct piece *pc)
+{
+	struct member *m = &bd->m[pc->member];
+	uint64_t cur;
+
+	if (pc->s) {
+		if (pc->io.op == GS_OP_WRITE)
+			__atomic_add_fetch(&m->wdone, 1, __ATOMIC_RELEASE);
+		return;
+	}
+	cur = __atomic_load_n(&m->wflushed, __ATOMIC_RELAXED);
+	while (cur < pc->wmark && !__atomic_compare_exchange_n(&m->wflushed, &cur, pc->wmark, 1,
+							       __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+		;
+}
+
 static void piece_reaped(struct gs_bq *q, struct piece *pc)
 {
 	struct gs_bdev *bd = q->bd;
@@ -875,6 +913,8 @@ static void piece_reaped(struct gs_bq *q, struct piece *pc)
 		res = 0;
 		goto out;
 	}
+	if (res >= 0)
+		note_durability(bd, pc);
 	if (res < 0 && pool_dev_error(res)) {
 		pool_member_fail(bd, pc->member, res);
 		/* the member missed this write: logged before the write is acknowledged */

@@ -22,6 +22,11 @@ struct member {
 	int found;		/* its device holds the pool's member superblock */
 	uint64_t errors;	/* shared: relaxed */
 	uint32_t logged;	/* shared: relaxed */
+	/* writes it completed, and how many of them its last good flush covers
+	 * (shared: atomics): a failed member with more of the first holds
+	 * acknowledged writes in its volatile cache that it can no longer make
+	 * durable */
+	uint64_t wdone, wflushed;
 };
 
 struct gs_bdev {

@@ -671,6 +671,58 @@ static void test_powercut_domain(void **state)
 }
 
 /* Replace on the pool's own thread: throttled, refused twice, cancelled by close, finished. */
+/*
+ * A member that acknowledged a write into its volatile cache and then failed
+ * took that write with it: on a stripe pool no survivor's flush can make it
+ * durable, so the pool's flush fails (it reported success from the survivors'
+ * flushes alone, and an fsync after a power cut acknowledged lost data:
+ * pool_powercut under load).  A mirror keeps the copy; a failed member
+ * whose writes were all flushed lost nothing.
+ */
+static void test_flush_after_loss(void **state)
+{
+	char *b = aligned_alloc(4096, SU);
+	struct gs_pool_geo g;
+	struct gs_q *q;
+
+	(void)state;
+	fill(b, SU, 5);
+	create(2, "stripe");
+	load_geo(&g);
+	q = open_pool("");
+	assert_non_null(q);
+	assert_int_equal(gs_q_fault(q, "m1:powercut=2,dead=eio"), 0);
+	assert_int_equal(gs_q_pwrite(q, b, SU, unit_on(&g, 1, 0)), SU);	/* in m1's cache */
+	assert_true(gs_q_pwrite(q, b, SU, unit_on(&g, 1, 1)) < 0);	/* m1 loses power */
+	assert_int_equal(gs_q_pwrite(q, b, SU, unit_on(&g, 0, 0)), SU);
+	assert_int_equal(gs_q_flush(q), -EIO);
+	assert_int_equal(gs_q_flush(q), -EIO);	/* and stays lost */
+	gs_q_close(q);
+
+	/* everything m1 acknowledged was flushed before it failed: nothing lost */
+	create(2, "stripe");
+	q = open_pool("");
+	assert_non_null(q);
+	assert_int_equal(gs_q_pwrite(q, b, SU, unit_on(&g, 1, 0)), SU);
+	assert_int_equal(gs_q_flush(q), 0);
+	assert_int_equal(gs_q_fault(q, "m1:every=1"), 0);
+	assert_int_equal(gs_q_pread(q, b, SU, unit_on(&g, 1, 0)), -EIO);	/* m1 fails */
+	assert_int_equal(gs_q_pwrite(q, b, SU, unit_on(&g, 0, 0)), SU);
+	assert_int_equal(gs_q_flush(q), 0);
+	gs_q_close(q);
+
+	/* mirror: the survivor holds every acknowledged write */
+	create(2, "mirror");
+	q = open_pool("");
+	assert_non_null(q);
+	assert_int_equal(gs_q_fault(q, "m1:powercut=2,dead=eio"), 0);
+	assert_int_equal(gs_q_pwrite(q, b, SU, 2 * MB), SU);
+	assert_int_equal(gs_q_pwrite(q, b, SU, 2 * MB + SU), SU);	/* m1 cut, m0 has it */
+	assert_int_equal(gs_q_flush(q), 0);
+	gs_q_close(q);
+	free(b);
+}
+
 static void test_background_replace(void **state)
 {
 	char np[320], info[4096];
@@ -1055,6 +1107,7 @@ int main(void)
 		cmocka_unit_test(test_online_replace),
 		cmocka_unit_test(test_background_replace),
 		cmocka_unit_test(test_powercut_domain),
+		cmocka_unit_test(test_flush_after_loss),
 		cmocka_unit_test(test_add_order),
 		cmocka_unit_test(test_add),
 		cmocka_unit_test(test_add_powercut),
