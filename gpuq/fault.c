@@ -121,6 +121,7 @@ struct gs_bdev {
 	struct cblock **hash;
 	size_t nhash, nblocks;
 	uint64_t gen;
+	uint64_t dropped;		/* write-backs that dropped blocks (under lock) */
 };
 
 struct proxy {
@@ -128,6 +129,7 @@ struct proxy {
 	struct gs_bio *orig;		/* NULL: a write-back bio */
 	uint32_t report;		/* bytes to report on success (torn writes) */
 	uint64_t ready;			/* model: complete no earlier (ns; 0: at once) */
+	uint64_t dropped;		/* a read: bd->dropped when it was issued */
 	int err;			/* report this instead (torn write at a cut) */
 };
 
@@ -398,13 +400,33 @@ static void cache_discard(struct gs_bdev *bd)
 	bd->nblocks = 0;
 }
 
-/* Patch a completed read with cached blocks. */
-static void cache_overlay(struct gs_bdev *bd, struct gs_bio *b, uint64_t bytes)
+static uint64_t cache_dropped(struct gs_bdev *bd)
+{
+	uint64_t d;
+
+	pthread_mutex_lock(&bd->lock);
+	d = bd->dropped;
+	pthread_mutex_unlock(&bd->lock);
+	return d;
+}
+
+/*
+ * Patch a completed read with cached blocks.  -EAGAIN (nothing patched): a
+ * write-back dropped blocks since the read was issued (@dropped, from
+ * cache_dropped() before it): the device read may have come before the
+ * write-back's writes and the blocks are no longer here to patch it, so a
+ * device with a coherent cache would have returned newer data.  Read again.
+ */
+static int cache_overlay(struct gs_bdev *bd, struct gs_bio *b, uint64_t bytes, uint64_t dropped)
 {
 	uint32_t lba = bd->geom.lba_size;
 	uint64_t first = b->off / lba, last = (b->off + bytes + lba - 1) / lba, blk;
 
 	pthread_mutex_lock(&bd->lock);
+	if (bd->dropped != dropped) {
+		pthread_mutex_unlock(&bd->lock);
+		return -EAGAIN;
+	}
 	for (blk = first; bd->nblocks && blk < last; blk++) {
 		struct cblock *c = *cache_slot(bd, blk);
 		uint64_t s = blk * lba, e = s + lba;
@@ -418,6 +440,24 @@ static void cache_overlay(struct gs_bdev *bd, struct gs_bio *b, uint64_t bytes)
 		memcpy((char *)b->buf + (s - b->off), c->data + (s - blk * lba), e - s);
 	}
 	pthread_mutex_unlock(&bd->lock);
+	return 0;
+}
+
+/*
+ * A read of the device, then the cache over it, coherent with write-backs
+ * (cache_overlay()): @res is the device read's result, issued when
+ * bd->dropped was @dropped; re-read on the caller's thread until no
+ * write-back dropped blocks in between.  Returns the read's result.
+ */
+static int64_t read_coherent(struct gs_bdev *bd, struct gs_bio *b, int64_t res, uint64_t dropped)
+{
+	while (res > 0 && cache_overlay(bd, b, (uint64_t)res, dropped) == -EAGAIN) {
+		if (!bd->in->read_sync)
+			return -EIO;	/* no way to read again: never stale data */
+		dropped = cache_dropped(bd);
+		res = bd->in->read_sync(bd->ibd, b->buf, b->len, b->off);
+	}
+	return res;
 }
 
 static int cmp_cblock(const void *a, const void *b)
@@ -447,8 +487,8 @@ static void absorb(struct gs_bq *q, struct gs_bio *ib, int64_t res)
 		q->wb_left--;
 		return;
 	}
-	if (res >= 0 && b->op == GS_OP_READ && res > 0)
-		cache_overlay(q->bd, b, (uint64_t)res);
+	if (res > 0 && b->op == GS_OP_READ)
+		res = read_coherent(q->bd, b, res, px->dropped);
 	if (res >= 0 && b->op == GS_OP_WRITE)
 		res = px->err ? (int64_t)px->err : (int64_t)px->report;
 	if (px->ready && px->ready > gs_now_ns()) {
@@ -612,8 +652,11 @@ unlock:
 	if (!ret)
 		ret = q->wb_err;
 
-	/* drop what was written, unless rewritten meanwhile */
+	/* drop what was written, unless rewritten meanwhile; reads issued before
+	 * this look again (cache_overlay) */
 	pthread_mutex_lock(&bd->lock);
+	if (!ret && n)
+		bd->dropped++;
 	for (i = 0; !ret && i < n; i++) {
 		struct cblock **pp = cache_slot(bd, v[i]->blk), *c = *pp;
 
@@ -855,6 +898,8 @@ static int fault_submit(struct gs_bq *q, struct gs_bio **ios, unsigned n)
 		px->orig = b;
 		px->report = b->len;
 		px->ready = ready;
+		if (b->op == GS_OP_READ)
+			px->dropped = cache_dropped(bd);
 		/* a tear longer than the write keeps all of it */
 		if (d == F_TEAR && bd->spec.tear < b->len)
 			px->b.len = bd->spec.tear;
@@ -926,7 +971,7 @@ static int64_t fault_read_sync(struct gs_bdev *bd, void *buf, size_t len, uint64
 {
 	struct gs_bio b = { .op = GS_OP_READ, .len = (uint32_t)len, .off = off, .buf = buf,
 			    .buf_index = -1 };
-	uint64_t ready = 0;
+	uint64_t ready = 0, dropped;
 	int64_t res = 0;
 	int wb = 0;
 
@@ -934,9 +979,8 @@ static int64_t fault_read_sync(struct gs_bdev *bd, void *buf, size_t len, uint64
 		return -EOPNOTSUPP;
 	if (decide(bd, &b, &res, &wb, &ready) == F_DONE)
 		return res;
-	res = bd->in->read_sync(bd->ibd, buf, len, off);
-	if (res > 0)
-		cache_overlay(bd, &b, (uint64_t)res);
+	dropped = cache_dropped(bd);
+	res = read_coherent(bd, &b, bd->in->read_sync(bd->ibd, buf, len, off), dropped);
 	if (ready) {
 		struct timespec ts = { .tv_sec = (time_t)(ready / 1000000000ull),
 				       .tv_nsec = (long)(ready % 1000000000ull) };
