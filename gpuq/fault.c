@@ -121,7 +121,8 @@ struct gs_bdev {
 	struct cblock **hash;
 	size_t nhash, nblocks;
 	uint64_t gen;
-	uint64_t dropped;		/* write-backs that dropped blocks (under lock) */
+	uint64_t dropped;		/* write-backs that dropped blocks (written under
+					 * lock, read without: cache_dropped) */
 };
 
 struct proxy {
@@ -400,14 +401,11 @@ static void cache_discard(struct gs_bdev *bd)
 	bd->nblocks = 0;
 }
 
+/* A snapshot for cache_overlay(), which compares it under the lock: no lock
+ * on every read's way in. */
 static uint64_t cache_dropped(struct gs_bdev *bd)
 {
-	uint64_t d;
-
-	pthread_mutex_lock(&bd->lock);
-	d = bd->dropped;
-	pthread_mutex_unlock(&bd->lock);
-	return d;
+	return __atomic_load_n(&bd->dropped, __ATOMIC_ACQUIRE);
 }
 
 /*
@@ -656,7 +654,7 @@ unlock:
 	 * this look again (cache_overlay) */
 	pthread_mutex_lock(&bd->lock);
 	if (!ret && n)
-		bd->dropped++;
+		__atomic_store_n(&bd->dropped, bd->dropped + 1, __ATOMIC_RELEASE);
 	for (i = 0; !ret && i < n; i++) {
 		struct cblock **pp = cache_slot(bd, v[i]->blk), *c = *pp;
 
