@@ -163,6 +163,24 @@ ra_kb() { cat "/sys/class/bdi/$(mountpoint -d "$1")/read_ahead_kb" 2>/dev/null |
 median() { sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%8.2fx", b ? a / b : 0 }'; }
 col() { printf '%s\n' "$@" | awk -v f="$COL" '{ print $f }' | median; }
+# row LABEL BETTER: LABEL, the medians med[] of every target and, with URING=1,
+# the io_uring mount against passthrough_ll, the raw file and /dev/fuse as
+# "faster by" (BETTER=higher: gu / other, as IOPS; lower: other / gu, as seconds)
+row() {
+	local t
+	printf '%-34s' "$1"
+	for t in "${targets[@]}"; do printf ' %18s' "${med[$t]}"; done
+	if [[ $URING == 1 ]]; then
+		for t in pt raw gs; do
+			if [[ $2 == higher ]]; then
+				printf ' %s' "$(ratio "${med[gu]}" "${med[$t]}")"
+			else
+				printf ' %s' "$(ratio "${med[$t]}" "${med[gu]}")"
+			fi
+		done
+	fi
+	echo
+}
 
 txt=$OUT/fuse-vs-passthrough.txt
 {
@@ -213,13 +231,7 @@ for i in $sel; do
 		COL=5 cpu[$t]=$(col "${runs[@]}")
 	done
 	{
-	printf '%-34s' "$rw $bs d=$direct $engine qd=$qd j=$jobs ($unit)"
-	for t in "${targets[@]}"; do printf ' %18s' "${med[$t]}"; done
-	if [[ $URING == 1 ]]; then
-		printf ' %s %s %s' "$(ratio "${med[gu]}" "${med[pt]}")" \
-			"$(ratio "${med[gu]}" "${med[raw]}")" "$(ratio "${med[gu]}" "${med[gs]}")"
-	fi
-	echo
+	row "$rw $bs d=$direct $engine qd=$qd j=$jobs ($unit)" higher
 	printf '%-34s' "  clat p50 / p99 (us)"
 	for t in "${targets[@]}"; do printf ' %18s' "${p50[$t]} / ${p99[$t]}"; done
 	echo
@@ -321,13 +333,7 @@ for m in $MCASES; do
 				awk -v k=$((k + 1)) '{ print $k }' | median)
 		done
 		{
-		printf '%-34s' "${names[k]}"
-		for t in "${targets[@]}"; do printf ' %18s' "${med[$t]}"; done
-		if [[ $URING == 1 ]]; then
-			printf ' %s %s %s' "$(ratio "${med[pt]}" "${med[gu]}")" \
-				"$(ratio "${med[raw]}" "${med[gu]}")" "$(ratio "${med[gs]}" "${med[gu]}")"
-		fi
-		echo
+		row "${names[k]}" lower
 		} | tee -a "$txt"
 		unset med
 	done
