@@ -85,8 +85,18 @@ EOF
 
 cd "$XFSTESTS_DIR"
 [[ $# -gt 0 ]] || set -- -g quick
+# generic/394 and 564 lower the file size limit and raise it again, which needs
+# CAP_SYS_RESOURCE: where root lacks it (a sandbox's root), they fail on every
+# filesystem, so they are left out, as xfstests leaves out a test whose needs are
+# missing, and the reason printed (XFSTESTS_KEEP_ALL=1 runs them anyway)
+EXCL=()
+if [[ -z ${XFSTESTS_KEEP_ALL:-} ]] && ! bash -c 'ulimit -f 100 && ulimit -f unlimited' 2>/dev/null; then
+	echo "xfstests.sh: not run: generic/394 generic/564: 'ulimit -f' cannot be raised" \
+		"again here (root without CAP_SYS_RESOURCE)"
+	EXCL=(-e "generic/394 generic/564")
+fi
 rc=0
-./check "$@" || rc=$?
+./check "${EXCL[@]}" "$@" || rc=$?
 for m in "$WORK/test" "$WORK/scratch"; do
 	mountpoint -q "$m" && umount "$m"
 done
