@@ -3,7 +3,9 @@
 
     posix_check.py MNT DIR CHECK...
 
-CHECK is one of: handles, mmap_direct, fstat_unlinked, xattr_many, nd_mmap.
+CHECK is one of: handles, handles_save, handles_load, mmap_direct,
+fstat_unlinked, xattr_many, nd_mmap (handles_save writes handles to the file
+$GS_HANDLES, handles_load opens them after the daemon was restarted).
 Prints what it checked; exits non-zero (with the reason) at the first
 difference.  Used by tests/integration/fs_posix.sh.
 """
@@ -83,6 +85,44 @@ def check_handles(mnt, d):
         fail(f"open_by_handle_at of a deleted file gave {r}, want ESTALE")
     # a new file that reuses the inode number has another generation
     print("ok: open_by_handle_at of files and directories, ESTALE once deleted")
+
+
+def check_handles_save(mnt, d):
+    """Handles of a file and a directory, kept in $GS_HANDLES for
+    handles_load: an NFS client keeps them across a server restart."""
+    os.makedirs(f"{d}/rsub", exist_ok=True)
+    with open(f"{d}/rsub/rf", "w") as f:
+        f.write("restart")
+    hf, hd = name_to_handle(f"{d}/rsub/rf"), name_to_handle(f"{d}/rsub")
+    with open(os.environ["GS_HANDLES"], "wb") as f:
+        f.write(bytes(hf) + bytes(hd))
+    print("ok: handles saved")
+
+
+def check_handles_load(mnt, d):
+    raw = open(os.environ["GS_HANDLES"], "rb").read()
+    n = ctypes.sizeof(FileHandle)
+    hf, hd = FileHandle.from_buffer_copy(raw[:n]), FileHandle.from_buffer_copy(raw[n:])
+    mfd = os.open(mnt, os.O_RDONLY | os.O_DIRECTORY)
+    fd = open_by_handle(mfd, hf)
+    if fd < 0:
+        fail(f"open_by_handle_at of a file after a restart: {os.strerror(-fd)}")
+    if os.read(fd, 10) != b"restart":
+        fail("open_by_handle_at after a restart opened something else")
+    dfd = open_by_handle(mfd, hd, os.O_RDONLY | os.O_DIRECTORY)
+    if dfd < 0:
+        fail(f"open_by_handle_at of a directory after a restart: {os.strerror(-dfd)}")
+    if os.listdir(dfd) != ["rf"]:
+        fail(f"the directory opened by handle lists {os.listdir(dfd)}")
+    os.close(fd)
+    os.close(dfd)
+    os.unlink(f"{d}/rsub/rf")
+    drop_caches()
+    r = open_by_handle(mfd, hf)
+    if r != -errno.ESTALE:
+        fail(f"open_by_handle_at of a file deleted after a restart gave {r}, want ESTALE")
+    print("ok: handles taken before an unmount open the same file and directory after the"
+          " next mount (an NFS server restart); ESTALE once deleted")
 
 
 def check_mmap_direct(mnt, d):

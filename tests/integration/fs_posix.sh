@@ -81,6 +81,11 @@ ok "tar and cp -a of trees with links and special files"
 
 # ---- nlink 0 for open files that lost their name; handles; O_DIRECT mmap ----
 $CHECK "$A" fstat_unlinked handles mmap_direct || fail "posix checks"
+# handles outlive the daemon: taken before an unmount, opened after the next mount
+GS_HANDLES=$T/handles $CHECK "$A" handles_save || fail "handles"
+gs_umount
+gs_mount
+GS_HANDLES=$T/handles $CHECK "$A" handles_load || fail "handles after a restart"
 if "$PY" -c 'import numpy' 2>/dev/null; then
 	$CHECK "$A" nd_mmap || fail "np.memmap of nd data"
 else
