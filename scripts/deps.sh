@@ -7,7 +7,9 @@
 #   demo   build and run: libgstore, gstore, gstorefs, `make demo` (what `make deps`
 #          and `make demo` install)
 #   test   what `make check` adds: cmocka, fio, stress-ng, clang (the fuzz target),
-#          qemu with a kernel image, its headers and busybox (the kernel-module tests)
+#          qemu with a kernel image, its headers and busybox (the kernel-module tests),
+#          nfs-kernel-server and nfs-common (tests/qemu/nfs_export.sh copies their
+#          programs into the guest)
 #   bench  what `make bench` adds: HDF5 (the N-D peer), fio
 #
 # Env: DEPS_TRY=1  a missing package that cannot be installed (no root, no sudo, no
@@ -16,7 +18,7 @@ set -euo pipefail
 
 demo=(build-essential pkg-config liburing-dev libfuse3-dev fuse3 python3 python3-numpy)
 test=(libcmocka-dev fio stress-ng clang qemu-system-x86 linux-image-amd64 linux-headers-amd64
-      busybox-static kmod cpio)
+      busybox-static kmod cpio nfs-kernel-server nfs-common)
 bench=(libhdf5-dev fio)
 
 pkgs=()
