@@ -4,6 +4,7 @@
 #
 # qemu_setup         find qemu, the Debian kernel + headers, busybox; build
 #                    gstore_nvme.ko and the static guest programs in $W
+# qemu_add_mod ORDER PATH   a module and what it needs, in load order
 # qemu_boot NAME SCRIPT [qemu args...]
 #                    initramfs whose /init loads the module, runs SCRIPT (a
 #                    guest shell script, tests/qemu/guest/common.sh sourced
@@ -97,6 +98,19 @@ qemu_setup() {
 	fi
 	cp "$BUSYBOX" "$W/root/bin/busybox"
 	cp "$ROOT/tests/qemu/guest/common.sh" "$W/root/common.sh"
+}
+
+# qemu_add_mod ORDER PATH: copy the module PATH (below /lib/modules/KVER) into
+# the guest's /mod after the modules it needs (modules.dep), each once,
+# appending their names to /mod/ORDER: the order to insmod them in
+qemu_add_mod() {
+	local order=$W/root/mod/$1 k=/lib/modules/$KVER b d
+	b=$(basename "$2")
+	grep -qsx "$b" "$order" && return 0
+	for d in $(grep "^$2:" "$k/modules.dep" | cut -d: -f2 | tr ' ' '\n' | tac); do
+		qemu_add_mod "$1" "$d"
+	done
+	cp "$k/$2" "$W/root/mod/" && echo "$b" >>"$order"
 }
 
 # qemu_add_dyn PROGRAM...: copy dynamically linked programs into the guest,

@@ -30,19 +30,15 @@ for p in rpc.nfsd rpc.mountd exportfs mount.nfs; do
 	nfsbin+=("$q")
 done
 qemu_setup
-# the modules, with what they need, in load order (modules.dep lists a
-# module's dependencies so that the reverse is an order to load them in)
+# the modules, with what they need, in load order
 : >"$W/root/mod/nfs.order"
 for top in kernel/fs/fuse/fuse.ko kernel/fs/nfsd/nfsd.ko kernel/fs/nfs/nfsv4.ko; do
-	line=$(grep "^$top:" "/lib/modules/$KVER/modules.dep") ||
+	grep -q "^$top:" "/lib/modules/$KVER/modules.dep" ||
 		qemu_skip "$top not in /lib/modules/$KVER/modules.dep"
-	for m in $(echo "${line#*:}" | tr ' ' '\n' | tac) "$top"; do
-		[[ -n $m ]] || continue
+	for m in $(grep "^$top:" "/lib/modules/$KVER/modules.dep" | cut -d: -f2) "$top"; do
 		[[ -e /lib/modules/$KVER/$m ]] || qemu_skip "$m missing"
-		grep -qx "$(basename "$m")" "$W/root/mod/nfs.order" && continue
-		cp "/lib/modules/$KVER/$m" "$W/root/mod/"
-		basename "$m" >>"$W/root/mod/nfs.order"
 	done
+	qemu_add_mod nfs.order "$top"
 done
 G=$(cd "$BIN" && pwd)
 qemu_add_dyn "$G/gstorefs" "$G/gstore" "${nfsbin[@]}"

@@ -22,18 +22,7 @@ nvmeof_setup() {
 	for m in kernel/crypto/crct10dif_generic.ko kernel/crypto/crc64_rocksoft_generic.ko \
 		 kernel/fs/fuse/fuse.ko kernel/drivers/nvme/target/nvmet-tcp.ko \
 		 kernel/drivers/nvme/host/nvme-tcp.ko "$@"; do
-		[[ -e $K/$m ]] && nvmeof_add_mod "$m"
+		[[ -e $K/$m ]] && qemu_add_mod nvmeof.order "$m"
 	done
 	cp "$ROOT/tests/qemu/guest/nvmeof.sh" "$ROOT/tests/qemu/guest/nvmeof_host.sh" "$W/root/"
-}
-
-# modules in load order (each one's dependencies first), once each
-nvmeof_add_mod() {	# path below /lib/modules/KVER
-	local b d
-	b=$(basename "$1")
-	grep -qx "$b" "$W/root/mod/nvmeof.order" && return 0
-	for d in $(grep "^$1:" "$K/modules.dep" | cut -d: -f2 | tr ' ' '\n' | tac); do
-		nvmeof_add_mod "$d"
-	done
-	cp "$K/$1" "$W/root/mod/" && echo "$b" >>"$W/root/mod/nvmeof.order"
 }
