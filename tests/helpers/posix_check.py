@@ -42,6 +42,20 @@ def open_by_handle(mfd, fh, flags=os.O_RDONLY):
     return fd if fd >= 0 else -ctypes.get_errno()
 
 
+def open_handles(mfd, hf, hd, data, when=""):
+    """Open file handle @hf (its first bytes must be @data) and directory
+    handle @hd; fail naming which one did not open."""
+    fd = open_by_handle(mfd, hf)
+    if fd < 0:
+        fail(f"open_by_handle_at of a file{when}: {os.strerror(-fd)}")
+    if os.read(fd, len(data) + 1) != data:
+        fail(f"open_by_handle_at{when} opened something else")
+    dfd = open_by_handle(mfd, hd, os.O_RDONLY | os.O_DIRECTORY)
+    if dfd < 0:
+        fail(f"open_by_handle_at of a directory{when}: {os.strerror(-dfd)}")
+    return fd, dfd
+
+
 def drop_caches():
     """Make the kernel forget unused dentries and inodes: a handle must then
     be resolved by the fs from the node id alone."""
@@ -58,14 +72,7 @@ def check_handles(mnt, d):
     os.mkdir(f"{d}/hsub/deeper")
     hf, hd = name_to_handle(f"{d}/hf"), name_to_handle(f"{d}/hsub/deeper")
     drop_caches()
-    fd = open_by_handle(mfd, hf)
-    if fd < 0:
-        fail(f"open_by_handle_at of a file: {os.strerror(-fd)}")
-    if os.read(fd, 10) != b"hello":
-        fail("open_by_handle_at opened something else")
-    dfd = open_by_handle(mfd, hd, os.O_RDONLY | os.O_DIRECTORY)
-    if dfd < 0:
-        fail(f"open_by_handle_at of a directory: {os.strerror(-dfd)}")
+    fd, dfd = open_handles(mfd, hf, hd, b"hello")
     # ".." of a directory found by handle alone
     drop_caches()
     if os.stat("..", dir_fd=dfd).st_ino != os.stat(f"{d}/hsub").st_ino:
@@ -104,14 +111,7 @@ def check_handles_load(mnt, d):
     n = ctypes.sizeof(FileHandle)
     hf, hd = FileHandle.from_buffer_copy(raw[:n]), FileHandle.from_buffer_copy(raw[n:])
     mfd = os.open(mnt, os.O_RDONLY | os.O_DIRECTORY)
-    fd = open_by_handle(mfd, hf)
-    if fd < 0:
-        fail(f"open_by_handle_at of a file after a restart: {os.strerror(-fd)}")
-    if os.read(fd, 10) != b"restart":
-        fail("open_by_handle_at after a restart opened something else")
-    dfd = open_by_handle(mfd, hd, os.O_RDONLY | os.O_DIRECTORY)
-    if dfd < 0:
-        fail(f"open_by_handle_at of a directory after a restart: {os.strerror(-dfd)}")
+    fd, dfd = open_handles(mfd, hf, hd, b"restart", " after a restart")
     if os.listdir(dfd) != ["rf"]:
         fail(f"the directory opened by handle lists {os.listdir(dfd)}")
     os.close(fd)
