@@ -2,8 +2,8 @@
 # The host side of the NVMe-oF pool tests (sourced in the guest after
 # nvmeof.sh; POSIX sh, busybox): a 3-member stripe+mirror pool on the
 # fabric-attached namespaces of subsystems gs0..gs2, fio write + verify
-# through the mount, one target port removed while fio writes (degraded,
-# nothing acknowledged lost), the port back, the member rebuilt with
+# through the mount, one target port removed while fio writes and written
+# after (degraded, nothing acknowledged lost), the port back, the member rebuilt with
 # `gstore pool replace`, fsck (mirrors compared), verify again.
 # The caller defines: $G (gstore's bin dir), connect I (prints /dev/nvmeXnY of
 # gs$I), port_down I and port_up I (take the port of gs$I away and back).
@@ -38,10 +38,14 @@ usleep 1500000
 port_down 1 || fail "port down"
 echo "info port of gs1 removed"
 wait $fp || { cat /tmp/b.out; fail "fio while a port went away"; }
+# and after it is gone: on a quiet host b can end before the port goes, and then
+# nothing would have met the missing member
+vfio c write || { cat /tmp/c.out; fail "fio with a port gone"; }
 grep -q "^pool_state: degraded" /mnt/gs/.gstore/info || { cat /mnt/gs/.gstore/info; fail "not degraded"; }
 grep "^member" /mnt/gs/.gstore/info
 vfio a verify || { cat /tmp/a.out; fail "verify a (degraded)"; }
 vfio b verify || { cat /tmp/b.out; fail "verify b (degraded)"; }
+vfio c verify || { cat /tmp/c.out; fail "verify c (degraded)"; }
 echo "ok degraded: fio completed, every acknowledged byte reads back"
 umount /mnt/gs || fail "umount"
 sleep 1
@@ -63,5 +67,6 @@ echo "ok rebuilt: fsck (mirrors compared) clean"
 mnt
 vfio a verify || { cat /tmp/a.out; fail "verify a after rebuild"; }
 vfio b verify || { cat /tmp/b.out; fail "verify b after rebuild"; }
+vfio c verify || { cat /tmp/c.out; fail "verify c after rebuild"; }
 umount /mnt/gs
 echo "ok verify after rebuild"
