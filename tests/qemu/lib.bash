@@ -53,19 +53,13 @@ qemu_setup() {
 	fi
 	cp "$W/kmod/gstore_nvme.ko" "$W/root/mod/"
 
-	# the kernel's own nvme driver and what it needs, in load order
-	local dep m
-	dep=$(grep "^kernel/drivers/nvme/host/nvme.ko:" "/lib/modules/$KVER/modules.dep" | cut -d: -f2)
+	# the kernel's own nvme driver and what it needs, in load order (the crc
+	# algorithms its integrity code asks for by name first)
+	local m
 	: >"$W/root/mod/nvme.order"
-	for m in kernel/crypto/crct10dif_generic.ko kernel/crypto/crc64_rocksoft_generic.ko; do
-		[[ -e /lib/modules/$KVER/$m ]] || continue
-		cp "/lib/modules/$KVER/$m" "$W/root/mod/"
-		basename "$m" >>"$W/root/mod/nvme.order"
-	done
-	for m in $(echo "$dep" | tr ' ' '\n' | tac) kernel/drivers/nvme/host/nvme.ko; do
-		[[ -n $m ]] || continue
-		cp "/lib/modules/$KVER/$m" "$W/root/mod/"
-		basename "$m" >>"$W/root/mod/nvme.order"
+	for m in kernel/crypto/crct10dif_generic.ko kernel/crypto/crc64_rocksoft_generic.ko \
+		 kernel/drivers/nvme/host/nvme.ko; do
+		[[ -e /lib/modules/$KVER/$m ]] && qemu_add_mod nvme.order "$m"
 	done
 
 	# static guest programs
