@@ -208,13 +208,14 @@ fi
 # so the target's ratio is the median of the rounds' ratios, not one row over another
 # measured a minute apart
 KVR=${GNN_KV_ROUNDS:-3}
+# kv_g R, kv_k R: round R's gstore row and KvikIO row
+kv_g() { run gnn_kv_gstore_$1 90 "${INCG[@]}" "$B/gnn" gstore "$FEAT" "$BB" "$ROWB" \
+	"${GNN_KV_SECS:-3}" 0 gnn_kv_gstore_$1; }
+kv_k() { run gnn_kv_kvikio_$1 120 "${INCG[@]}" "${KVIKIO[@]}" "$FEAT" "$BB" "$ROWB" \
+	"${GNN_KV_SECS:-3}" gnn_kv_kvikio_$1; }
 if [[ $KV == 1 ]] && (( KVR > 0 )); then
 	for r in $(seq "$KVR"); do
-		kv_g() { run gnn_kv_gstore_$r 90 "${INCG[@]}" "$B/gnn" gstore "$FEAT" "$BB" "$ROWB" \
-			"${GNN_KV_SECS:-3}" 0 gnn_kv_gstore_$r; }
-		kv_k() { run gnn_kv_kvikio_$r 120 "${INCG[@]}" "${KVIKIO[@]}" "$FEAT" "$BB" "$ROWB" \
-			"${GNN_KV_SECS:-3}" gnn_kv_kvikio_$r; }
-		if (( r % 2 )); then kv_g; kv_k; else kv_k; kv_g; fi
+		if (( r % 2 )); then kv_g $r; kv_k $r; else kv_k $r; kv_g $r; fi
 	done
 fi
 
